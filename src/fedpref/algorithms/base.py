@@ -1,0 +1,76 @@
+"""The engine-independent contract between a server algorithm and the clients that serve it.
+
+An algorithm never calls a client. Each round, the engine asks it for tasks
+(`next_tasks`), carries each task to its client, and hands the replies back
+(`receive`); it asks again until the algorithm returns no tasks, so a round
+may have several stages (e.g. evaluate all experts, then train). After the
+last round the engine asks once more with `round == num_rounds` (a final
+stage, e.g. FedGD's last reassignment). Then `initialization(client)` gives
+each client its starting point for personalization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedpref.models.adapters import State
+
+TRAIN = "train"
+EVALUATE = "evaluate"
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """What the server may know of a client: never its data, only its size (and the oracle group)."""
+
+    client_id: str
+    num_train: int
+    true_group: str | None = None
+
+
+@dataclass
+class Task:
+    """A request to one client: train `models[0]` for `steps`, or evaluate each of `models` on validation."""
+
+    client_id: str
+    action: str
+    models: list[State]
+    steps: int = 0
+    tag: Any = None  # the algorithm's own bookkeeping, returned unchanged in the reply
+
+
+@dataclass
+class Reply:
+    """A client's answer: a trained state (train) or validation losses per model (evaluate)."""
+
+    client_id: str
+    num_examples: int
+    state: State | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    tag: Any = None
+
+
+class Algorithm:
+    """Server logic of one method; subclasses implement the three hooks below."""
+
+    name = "base"
+
+    def __init__(self, clients: list[ClientInfo], init_state: State, num_rounds: int):
+        self.clients = clients
+        self.by_id = {c.client_id: c for c in clients}
+        self.init_state = init_state
+        self.num_rounds = num_rounds
+        self.history: list[dict] = []  # per-round records for the log (sampled clients, assignments, ...)
+
+    def next_tasks(self, round_idx: int) -> list[Task]:
+        """Tasks for the next stage of `round_idx`; an empty list ends the round."""
+        raise NotImplementedError
+
+    def receive(self, round_idx: int, replies: list[Reply]) -> None:
+        """Aggregate the replies to the tasks of the stage just run."""
+        raise NotImplementedError
+
+    def initialization(self, client_id: str) -> State:
+        """The model client `client_id` starts personalization from."""
+        raise NotImplementedError

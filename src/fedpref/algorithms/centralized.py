@@ -1,0 +1,68 @@
+"""Centralized references: CL (one model on pooled data) and Multi-CL (one model per true group).
+
+Both run through the same round loop as the federated methods, with one
+"pooled client" per model that holds the pooled training data (a reference
+point only: pooling is exactly what federated learning avoids).
+
+Budget ("the same number of updates", FedGD paper, Sec. 3): FL spends
+|S_r| x tau local steps per round, so CL takes |S_r| x tau steps per round,
+and Multi-CL splits them over its G group models (ceil(|S_r| x tau / G)
+each), which is what FL spends per round on one group's clients on average.
+"""
+
+from __future__ import annotations
+
+from fedpref.algorithms.aggregation import copy_state
+from fedpref.algorithms.base import TRAIN, Algorithm, ClientInfo, Reply, Task
+from fedpref.models.adapters import State
+
+POOL_PREFIX = "pool:"
+
+
+def pool_id(group: str | None) -> str:
+    return POOL_PREFIX + (group or "all")
+
+
+class Centralized(Algorithm):
+    """One model per pool; client c starts personalization from its pool's model."""
+
+    def __init__(self, clients: list[ClientInfo], init_state: State, num_rounds: int, steps_per_round: int,
+                 per_group: bool):
+        super().__init__(clients, init_state, num_rounds)
+        self.per_group = per_group
+        if per_group and any(c.true_group is None for c in clients):
+            raise ValueError("Multi-CL needs the ground-truth group of every client")
+        self.pools = sorted({self.pool_of(c.client_id) for c in clients})
+        self.models = {p: copy_state(init_state) for p in self.pools}
+        self.steps_per_round = steps_per_round
+        self._trained_round = -1
+
+    def pool_of(self, client_id: str) -> str:
+        return pool_id(self.by_id[client_id].true_group if self.per_group else None)
+
+    def next_tasks(self, round_idx: int) -> list[Task]:
+        if round_idx >= self.num_rounds or self._trained_round == round_idx:
+            return []
+        self._trained_round = round_idx
+        return [Task(p, TRAIN, [self.models[p]], steps=self.steps_per_round) for p in self.pools]
+
+    def receive(self, round_idx: int, replies: list[Reply]) -> None:
+        for r in replies:
+            self.models[r.client_id] = r.state
+
+    def initialization(self, client_id: str) -> State:
+        return self.models[self.pool_of(client_id)]
+
+
+class CL(Centralized):
+    name = "CL"
+
+    def __init__(self, clients, init_state, num_rounds, steps_per_round):
+        super().__init__(clients, init_state, num_rounds, steps_per_round, per_group=False)
+
+
+class MultiCL(Centralized):
+    name = "Multi-CL"
+
+    def __init__(self, clients, init_state, num_rounds, steps_per_round):
+        super().__init__(clients, init_state, num_rounds, steps_per_round, per_group=True)

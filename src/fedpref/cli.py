@@ -1,0 +1,63 @@
+"""The `fedpref` command line: `fedpref run CONFIG [--set k=v ...] [--out DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from fedpref.errors import FedprefError
+
+
+def _options_epilog() -> str:
+    from fedpref.config import option_help
+
+    lines = ["config options (TOML sections, or --set section.key=value):"]
+    lines += [f"  {key:38s} {help_} (default {default})" for key, default, help_ in option_help()]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fedpref", description="Federated, personalized reward modelling (FedGD, FedVPA-GP and baselines).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run", help="run an experiment from a TOML config", epilog=_options_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run every method of an experiment (global phase, then personalization of every client) "
+                    "and write the run folder: config.toml, rounds.jsonl, results.json, table.md, personalization.png.")
+    run.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config value, e.g. --set federation.rounds=10 (repeatable)")
+    run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
+    run.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.config import load_config
+    from fedpref.experiments.experiment import run_experiment
+    from fedpref.experiments.outputs import prepare_run_dir
+
+    cfg = load_config(args.config, args.overrides)
+    run_dir = prepare_run_dir(args.out or Path("runs") / cfg.name, args.overwrite)
+    run_experiment(cfg, run_dir, console)
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=False)
+    try:
+        {"run": cmd_run}[args.command](args, console)
+    except FedprefError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""What a client does locally: train, evaluate, personalize."""

@@ -1,0 +1,96 @@
+"""Local training and evaluation of one reward model whose trainable state is swapped per client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import math
+
+import torch
+from torch import nn
+
+from fedpref.client.losses import accuracy, pairwise_loss
+from fedpref.models.adapters import State, load_trainable_state, trainable_state
+from fedpref.models.encoded import EncodedPairs
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with a constant learning rate (papers: betas 0.9/0.95)."""
+
+    lr: float
+    batch_size: int
+    beta1: float = 0.9
+    beta2: float = 0.95
+    weight_decay: float = 0.0
+
+
+@dataclass
+class EvalResult:
+    loss: float
+    accuracy: float
+    margins: torch.Tensor  # (N,)
+
+
+class BatchStream:
+    """Endless batches of pair indices: a fresh seeded permutation each epoch."""
+
+    def __init__(self, num_pairs: int, batch_size: int, generator: torch.Generator):
+        if num_pairs == 0:
+            raise ValueError("cannot train on an empty split")
+        self.n, self.b, self.gen = num_pairs, min(batch_size, num_pairs), generator
+        self.order, self.pos = torch.randperm(self.n, generator=self.gen), 0
+
+    def next(self) -> torch.Tensor:
+        if self.pos + self.b > self.n:
+            self.order, self.pos = torch.randperm(self.n, generator=self.gen), 0
+        batch = self.order[self.pos : self.pos + self.b]
+        self.pos += self.b
+        return batch
+
+
+class LocalTrainer:
+    """Runs `steps` AdamW steps of the pairwise loss from a given trainable state."""
+
+    def __init__(self, model: nn.Module, optim: OptimConfig):
+        self.model, self.optim = model, optim
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+    def new_optimizer(self) -> torch.optim.Optimizer:
+        o = self.optim
+        return torch.optim.AdamW(self.params, lr=o.lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
+
+    def train(self, state: State, data: EncodedPairs, steps: int, generator: torch.Generator) -> tuple[State, float]:
+        """Local update: returns the new trainable state and the mean training loss."""
+        load_trainable_state(self.model, state)
+        optimizer = self.new_optimizer()
+        stream = BatchStream(len(data), self.optim.batch_size, generator)
+        losses = self.steps(optimizer, data, stream, steps)
+        return trainable_state(self.model), sum(losses) / len(losses)
+
+    def steps(self, optimizer, data: EncodedPairs, stream: BatchStream, steps: int) -> list[float]:
+        """Continue training the loaded state for `steps` steps."""
+        self.model.train()
+        losses = []
+        for _ in range(steps):
+            loss = pairwise_loss(self.model.margins(data, stream.next()))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        self.model.eval()
+        return losses
+
+    @torch.inference_mode()
+    def evaluate(self, state: State | None, data: EncodedPairs, chunk: int = 64) -> EvalResult:
+        """Loss, accuracy and margins on every pair of `data` (state None: keep the loaded one)."""
+        if state is not None:
+            load_trainable_state(self.model, state)
+        self.model.eval()
+        parts = [self.model.margins(data, torch.arange(s, min(s + chunk, len(data))))
+                 for s in range(0, len(data), chunk)]
+        margins = torch.cat(parts).float().cpu()
+        loss = pairwise_loss(margins).item()
+        if not math.isfinite(loss):
+            loss = float("inf")
+        return EvalResult(loss=loss, accuracy=accuracy(margins), margins=margins)

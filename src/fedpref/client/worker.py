@@ -1,0 +1,53 @@
+"""A client's encoded data and the one function that carries out a server task on it.
+
+Every engine calls `handle_task`; the reply holds only adapter weights and
+small statistics, never pairs.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import torch
+
+from fedpref.algorithms.base import EVALUATE, TRAIN, Reply, Task
+from fedpref.client.trainer import LocalTrainer
+from fedpref.models.encoded import EncodedPairs
+
+
+@dataclass
+class EncodedClient:
+    client_id: str
+    group: str | None
+    train: EncodedPairs
+    val: EncodedPairs
+    test: EncodedPairs
+
+
+def task_generator(seed: int, *parts: object) -> torch.Generator:
+    """A generator seeded by (seed, parts): batches are reproducible whatever the order of tasks."""
+    key = "/".join(str(p) for p in (seed, *parts))
+    return torch.Generator().manual_seed(zlib.crc32(key.encode()))
+
+
+def handle_task(task: Task, client: EncodedClient, trainer: LocalTrainer, generator: torch.Generator) -> Reply:
+    """Train the one model of a train task, or compute the validation loss of each model of an evaluate task."""
+    if task.action == TRAIN:
+        state, loss = trainer.train(task.models[0], client.train, task.steps, generator)
+        return Reply(client.client_id, len(client.train), state=state, metrics={"train_loss": loss}, tag=task.tag)
+    if task.action == EVALUATE:
+        results = [trainer.evaluate(m, client.val) for m in task.models]
+        metrics = {"val_loss": [r.loss for r in results], "val_acc": [r.accuracy for r in results]}
+        return Reply(client.client_id, len(client.train), metrics=metrics, tag=task.tag)
+    raise ValueError(f"unknown task action {task.action!r}")
+
+
+def concat(parts: list[EncodedPairs]) -> EncodedPairs:
+    """Pool several clients' encoded pairs (for the centralized references)."""
+    flags = [p.chosen_is_a for p in parts]
+    return EncodedPairs(
+        seqs=[s for p in parts for s in p.seqs],
+        num_pairs=sum(len(p) for p in parts),
+        chosen_is_a=None if flags[0] is None else torch.cat(flags),
+    )

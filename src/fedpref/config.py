@@ -1,0 +1,255 @@
+"""Typed experiment configuration: dataclasses, TOML loading, `--set` overrides, validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fedpref.errors import ConfigError
+
+METHODS = ("Local", "CL", "Multi-CL", "FL", "FL_target", "FedGD", "FedBiscuit", "Soft-FL")
+DATA_SOURCES = ("synthetic", "jsonl")
+HEADS = ("scalar", "selector")
+PHASE2_STARTS = ("fresh", "continue")
+
+
+def _help(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING):
+    """A dataclass field carrying its help text (shown by `fedpref run --help`)."""
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata={"help": text})
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass
+class DataConfig:
+    source: str = _help("Where pairs come from: 'synthetic' (style benchmark) or 'jsonl'.", "synthetic")
+    path: str = _help("JSON-lines file of pairs when source = 'jsonl'.", "")
+    group_sizes: list[int] = _help(
+        "Synthetic: clients per group G1..G4 (paper: 10/10/10/10 or 15/15/5/5).", factory=lambda: [10, 10, 10, 10]
+    )
+    pairs_per_axis: int = _help("Synthetic: pairs per client per style axis (paper: 650).", 650)
+    val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
+    test_pairs: int = _help("Test pairs per client (paper: 50).", 50)
+    max_length: int = _help("Tokens per encoded sequence; longer inputs are truncated.", 128)
+
+
+@dataclass
+class ModelConfig:
+    backbone: str = _help(
+        "'minilm' (embedded all-MiniLM-L6-v2), a local model folder, or a hub id.", "minilm"
+    )
+    head: str = _help(
+        "'scalar' (reward on the pooled encoder output) or 'selector' (causal LM, A/B logits).", "scalar"
+    )
+
+
+@dataclass
+class LoraConfig:
+    rank: int = _help("LoRA rank r.", 8)
+    alpha: int = _help("LoRA scaling alpha.", 16)
+    dropout: float = _help("LoRA dropout.", 0.05)
+    target_modules: list[str] = _help(
+        "Module names LoRA adapts (empty: the backbone's attention and MLP projections).", factory=list
+    )
+    top_layers: int = _help("Adapt only the top k transformer layers (0: all layers).", 0)
+    cache_frozen_prefix: bool = _help(
+        "Cache the frozen lower layers' outputs when top_layers > 0 (exact; much faster).", True
+    )
+
+
+@dataclass
+class TrainConfig:
+    local_steps: int = _help("Local AdamW steps tau per client per round (paper: 30).", 30)
+    batch_size: int = _help("Pairs per step B (paper: 16).", 16)
+    lr: float = _help("Constant AdamW learning rate (paper: 1e-5).", 1e-5)
+    beta1: float = _help("AdamW beta1.", 0.9)
+    beta2: float = _help("AdamW beta2.", 0.95)
+    weight_decay: float = _help("AdamW weight decay.", 0.0)
+    eval_batch_size: int = _help("Pairs per evaluation chunk.", 64)
+
+
+@dataclass
+class FederationConfig:
+    rounds: int = _help("Communication rounds R (paper: 400).", 400)
+    clients_per_round: int = _help("Sampled clients per round |S_r| (paper: 5).", 5)
+
+
+@dataclass
+class PersonalizationConfig:
+    steps: list[int] = _help(
+        "Local steps at which test accuracy is measured (paper: 0, 10, ..., 80).",
+        factory=lambda: list(range(0, 81, 10)),
+    )
+    lr: float = _help("Personalization learning rate (0: the training lr).", 0.0)
+    batch_size: int = _help("Personalization batch size (0: the training batch size).", 0)
+
+
+@dataclass
+class AlgorithmConfig:
+    methods: list[str] = _help(f"Methods to run, any of {', '.join(METHODS)}.", factory=lambda: ["FL", "CL", "Multi-CL"])
+    num_models: int = _help("K: experts / global models of multi-model methods (paper: 4).", 4)
+    reassign_every: int = _help("T: rounds between client reassignments (paper: 20).", 20)
+    mixing: float = _help("w: FedGD's expert moving-average coefficient (paper: 0.6).", 0.6)
+    phase2_start: str = _help("FedGD Phase 2 start: 'fresh' (paper) or 'continue' (reference model).", "fresh")
+
+
+@dataclass
+class ExperimentConfig:
+    name: str = _help("Experiment name (used for the default output folder).", "experiment")
+    seed: int = _help("Seed for data, sampling, initialization and batches.", 0)
+    device: str = _help("Torch device: 'cpu', 'cuda', 'cuda:1', ...", "cpu")
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    federation: FederationConfig = field(default_factory=FederationConfig)
+    personalization: PersonalizationConfig = field(default_factory=PersonalizationConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def digest(self) -> str:
+        """A short hash of the resolved config (recorded with every run)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """Load a TOML file (or the defaults when `path` is None), apply `a.b=c` overrides, validate."""
+    source = str(path) if path is not None else "<defaults>"
+    raw: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such config file")
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: invalid TOML ({e})") from None
+    for item in overrides or []:
+        _apply_override(raw, item)
+    config = _build(ExperimentConfig, raw, source, prefix="")
+    validate(config, source)
+    return config
+
+
+def _apply_override(raw: dict, item: str) -> None:
+    if "=" not in item:
+        raise ConfigError(f"--set {item}: expected KEY=VALUE, e.g. federation.rounds=10")
+    key, text = item.split("=", 1)
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text  # a bare word is a string
+    *parents, leaf = key.strip().split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {item}: '{part}' is not a section")
+    node[leaf] = value
+
+
+def _build(cls: type, raw: dict, source: str, prefix: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - names)
+    if unknown:
+        key = prefix + unknown[0]
+        raise ConfigError(f"{source}: unknown key '{key}' (known here: {', '.join(sorted(names))})")
+    kwargs = {}
+    for name, value in raw.items():
+        hint, key = hints[name], prefix + name
+        if dataclasses.is_dataclass(hint):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: '{key}' must be a section/table")
+            kwargs[name] = _build(hint, value, source, key + ".")
+        else:
+            kwargs[name] = _coerce(value, hint, source, key)
+    return cls(**kwargs)
+
+
+def _coerce(value: Any, hint: Any, source: str, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is list:
+        (item_type,) = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise ConfigError(f"{source}: '{key}' must be a list of {item_type.__name__}, got {value!r}")
+        return [_coerce(v, item_type, source, key) for v in value]
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is int and isinstance(value, bool) or not isinstance(value, hint):
+        raise ConfigError(f"{source}: '{key}' must be {hint.__name__}, got {value!r}")
+    return value
+
+
+def validate(c: ExperimentConfig, source: str = "<config>") -> None:
+    """Reject impossible values, naming the key and the file."""
+
+    def need(ok: bool, key: str, problem: str) -> None:
+        if not ok:
+            raise ConfigError(f"{source}: '{key}' {problem}")
+
+    need(c.data.source in DATA_SOURCES, "data.source", f"must be one of {', '.join(DATA_SOURCES)}")
+    need(c.data.source != "jsonl" or bool(c.data.path), "data.path", "is required when data.source = 'jsonl'")
+    need(len(c.data.group_sizes) == 4 and all(s >= 0 for s in c.data.group_sizes) and sum(c.data.group_sizes) > 0,
+         "data.group_sizes", "must be four non-negative client counts, not all zero")
+    need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
+    need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
+    need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
+    need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
+    need(c.lora.rank >= 1, "lora.rank", "must be >= 1")
+    need(0.0 <= c.lora.dropout < 1.0, "lora.dropout", "must be in [0, 1)")
+    need(c.lora.top_layers >= 0, "lora.top_layers", "must be >= 0")
+    need(c.train.local_steps >= 1, "train.local_steps", "must be >= 1")
+    need(c.train.batch_size >= 1, "train.batch_size", "must be >= 1")
+    need(c.train.lr > 0, "train.lr", "must be > 0")
+    need(0 <= c.train.beta1 < 1 and 0 <= c.train.beta2 < 1, "train.beta1/beta2", "must be in [0, 1)")
+    need(c.train.eval_batch_size >= 1, "train.eval_batch_size", "must be >= 1")
+    need(c.federation.rounds >= 1, "federation.rounds", "must be >= 1")
+    need(c.federation.clients_per_round >= 1, "federation.clients_per_round", "must be >= 1")
+    if c.data.source == "synthetic":
+        clients = sum(c.data.group_sizes)
+        need(c.federation.clients_per_round <= clients, "federation.clients_per_round",
+             f"({c.federation.clients_per_round}) exceeds the number of clients ({clients})")
+    steps = c.personalization.steps
+    need(bool(steps) and all(s >= 0 for s in steps) and steps == sorted(set(steps)),
+         "personalization.steps", "must be a non-empty increasing list of step counts >= 0")
+    need(c.personalization.lr >= 0, "personalization.lr", "must be >= 0")
+    need(c.personalization.batch_size >= 0, "personalization.batch_size", "must be >= 0")
+    bad = [m for m in c.algorithm.methods if m not in METHODS]
+    need(not bad, "algorithm.methods", f"has unknown method(s) {bad}; choose from {', '.join(METHODS)}")
+    need(bool(c.algorithm.methods), "algorithm.methods", "must name at least one method")
+    need(c.algorithm.num_models >= 1, "algorithm.num_models", "must be >= 1")
+    need(c.algorithm.reassign_every >= 1, "algorithm.reassign_every", "must be >= 1")
+    need(0.0 <= c.algorithm.mixing <= 1.0, "algorithm.mixing", "must be in [0, 1]")
+    need(c.algorithm.phase2_start in PHASE2_STARTS, "algorithm.phase2_start", f"must be one of {', '.join(PHASE2_STARTS)}")
+
+
+def option_help() -> list[tuple[str, str, str]]:
+    """(key, default, help) for every config option, for the CLI's help text."""
+    rows = []
+
+    def walk(cls: type, prefix: str) -> None:
+        default = cls()
+        for f in dataclasses.fields(cls):
+            value = getattr(default, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(type(value), prefix + f.name + ".")
+            else:
+                rows.append((prefix + f.name, repr(value), f.metadata.get("help", "")))
+
+    walk(ExperimentConfig, "")
+    return rows

@@ -1,0 +1,1 @@
+"""Preference pairs, client splits, the synthetic benchmark and real-data loaders."""

@@ -1,0 +1,1 @@
+"""Experiment runner, result files, tables and plots."""

@@ -1,0 +1,1 @@
+"""Backbones, reward heads (scalar, A/B selector), LoRA adapters and their state."""

