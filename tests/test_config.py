@@ -19,8 +19,16 @@ def test_configs_exist():
 
 
 def test_overrides_parse_types():
-    cfg = load_config(None, ["federation.rounds=7", "train.lr=3e-4", "data.group_sizes=[1,2,3,4]",
-                             "model.backbone=/some/folder", "lora.cache_frozen_prefix=false"])
+    cfg = load_config(
+        None,
+        [
+            "federation.rounds=7",
+            "train.lr=3e-4",
+            "data.group_sizes=[1,2,3,4]",
+            "model.backbone=/some/folder",
+            "lora.cache_frozen_prefix=false",
+        ],
+    )
     assert cfg.federation.rounds == 7
     assert cfg.train.lr == pytest.approx(3e-4)
     assert cfg.data.group_sizes == [1, 2, 3, 4]
@@ -45,7 +53,7 @@ def test_unknown_key_names_key_and_file(tmp_path):
 
 
 def test_wrong_type_names_key(tmp_path):
-    path = _write(tmp_path, "[federation]\nrounds = \"ten\"\n")
+    path = _write(tmp_path, '[federation]\nrounds = "ten"\n')
     with pytest.raises(ConfigError, match=r"exp\.toml.*'federation\.rounds' must be int"):
         load_config(path)
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 
 from fedpref.errors import FedprefError
 
@@ -22,19 +23,59 @@ def _options_epilog() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fedpref", description="Federated, personalized reward modelling (FedGD, FedVPA-GP and baselines).")
+        prog="fedpref", description="Federated, personalized reward modelling (FedGD, FedVPA-GP and baselines)."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
-        "run", help="run an experiment from a TOML config", epilog=_options_epilog(),
+        "run",
+        help="run an experiment from a TOML config",
+        epilog=_options_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run every method of an experiment (global phase, then personalization of every client) "
-                    "and write the run folder: config.toml, rounds.jsonl, results.json, table.md, personalization.png.")
+        "and write the run folder: config.toml, rounds.jsonl, results.json, table.md, personalization.png.",
+    )
     run.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config value, e.g. --set federation.rounds=10 (repeatable)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set federation.rounds=10 (repeatable)",
+    )
     run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
     run.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
+    data = sub.add_parser("data", help="inspect or export an experiment's preference data")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    stats = data_sub.add_parser("stats", help="clients, pairs per client and split sizes, before a long run")
+    stats.add_argument("config", type=Path)
+    stats.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    export = data_sub.add_parser("export", help="write the experiment's pairs as JSON lines (fedpref's format)")
+    export.add_argument("config", type=Path)
+    export.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    export.add_argument("--out", type=Path, required=True, help="output .jsonl file")
     return parser
+
+
+def cmd_data(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.config import load_config
+    from fedpref.data.pairs import write_jsonl
+    from fedpref.data.splits import split_clients
+    from fedpref.experiments.setup import load_pairs
+
+    cfg = load_config(args.config, args.overrides)
+    pairs = load_pairs(cfg)
+    if args.data_command == "export":
+        write_jsonl(pairs, args.out)
+        console.print(f"wrote {len(pairs)} pairs to {args.out}")
+        return
+    splits = split_clients(pairs, cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
+    table = Table(title=f"{len(splits)} clients, {len(pairs)} pairs")
+    for column in ("client", "group", "train", "val", "test"):
+        table.add_column(column)
+    for s in splits:
+        table.add_row(s.client_id, s.group or "-", str(len(s.train)), str(len(s.val)), str(len(s.test)))
+    console.print(table)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> None:
@@ -52,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console(stderr=False)
     try:
-        {"run": cmd_run}[args.command](args, console)
+        {"run": cmd_run, "data": cmd_data}[args.command](args, console)
     except FedprefError as e:
-        console.print(f"[red]error:[/red] {e}", highlight=False)
+        Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
         return 2
     return 0
 

@@ -11,8 +11,12 @@ from fedpref.models.adapters import lora_layer_index, trainable_state
 from fedpref.models.factory import build_reward_model
 
 PAIRS = [
-    PreferencePair(f"Question {i}: why is the sky blue?", f"Because light bounces around, friend number {i}!",
-                   f"Rayleigh scattering of shorter wavelengths, per case {i}, dominates.", "c0")
+    PreferencePair(
+        f"Question {i}: why is the sky blue?",
+        f"Because light bounces around, friend number {i}!",
+        f"Rayleigh scattering of shorter wavelengths, per case {i}, dominates.",
+        "c0",
+    )
     for i in range(10)
 ]
 
@@ -57,8 +61,10 @@ def test_cached_prefix_equals_full_forward(minilm_top2):
     cached = minilm_top2
     plain = build_reward_model(config(top_layers=2, cache_frozen_prefix=False))
     # give the adapters non-zero weights so the adapted layers matter, same in both models
-    state = {k: v + 0.01 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1))
-             for k, v in trainable_state(cached).items()}
+    state = {
+        k: v + 0.01 * torch.randn(v.shape, generator=torch.Generator().manual_seed(1))
+        for k, v in trainable_state(cached).items()
+    }
     from fedpref.models.adapters import load_trainable_state
 
     load_trainable_state(cached, state)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 from fedpref.models.adapters import State
 
 

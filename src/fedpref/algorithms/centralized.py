@@ -26,8 +26,9 @@ def pool_id(group: str | None) -> str:
 class Centralized(Algorithm):
     """One model per pool; client c starts personalization from its pool's model."""
 
-    def __init__(self, clients: list[ClientInfo], init_state: State, num_rounds: int, steps_per_round: int,
-                 per_group: bool):
+    def __init__(
+        self, clients: list[ClientInfo], init_state: State, num_rounds: int, steps_per_round: int, per_group: bool
+    ):
         super().__init__(clients, init_state, num_rounds)
         self.per_group = per_group
         if per_group and any(c.true_group is None for c in clients):

@@ -15,8 +15,15 @@ class FedAvg(Algorithm):
 
     name = "FL"
 
-    def __init__(self, clients: list[ClientInfo], init_state: State, num_rounds: int, clients_per_round: int,
-                 local_steps: int, seed: int):
+    def __init__(
+        self,
+        clients: list[ClientInfo],
+        init_state: State,
+        num_rounds: int,
+        clients_per_round: int,
+        local_steps: int,
+        seed: int,
+    ):
         super().__init__(clients, init_state, num_rounds)
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps = clients_per_round, local_steps

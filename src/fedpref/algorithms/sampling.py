@@ -24,8 +24,9 @@ def group_debiased_probabilities(groups: Sequence[int]) -> np.ndarray:
     return p / p.sum()
 
 
-def group_debiased_sample(client_ids: Sequence[str], groups: Sequence[int], k: int,
-                          rng: np.random.Generator) -> list[str]:
+def group_debiased_sample(
+    client_ids: Sequence[str], groups: Sequence[int], k: int, rng: np.random.Generator
+) -> list[str]:
     """k distinct clients drawn with probability inversely proportional to their group's size (FedGD, Sec. 4.1)."""
     if k > len(client_ids):
         raise ValueError(f"cannot sample {k} of {len(client_ids)} clients")
@@ -34,8 +35,9 @@ def group_debiased_sample(client_ids: Sequence[str], groups: Sequence[int], k: i
     return [client_ids[i] for i in sorted(picks)]
 
 
-def one_per_group_sample(client_ids: Sequence[str], groups: Sequence[int], k: int,
-                         rng: np.random.Generator) -> list[str]:
+def one_per_group_sample(
+    client_ids: Sequence[str], groups: Sequence[int], k: int, rng: np.random.Generator
+) -> list[str]:
     """One client from each group, the remaining k - #groups uniformly from the rest (FL_target, Sec. 3.2)."""
     labels = sorted(set(groups))
     if k < len(labels):

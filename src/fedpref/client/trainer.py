@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -87,8 +86,9 @@ class LocalTrainer:
         if state is not None:
             load_trainable_state(self.model, state)
         self.model.eval()
-        parts = [self.model.margins(data, torch.arange(s, min(s + chunk, len(data))))
-                 for s in range(0, len(data), chunk)]
+        parts = [
+            self.model.margins(data, torch.arange(s, min(s + chunk, len(data)))) for s in range(0, len(data), chunk)
+        ]
         margins = torch.cat(parts).float().cpu()
         loss = pairwise_loss(margins).item()
         if not math.isfinite(loss):

@@ -13,9 +13,9 @@ Extra keys are ignored on import and not written on export.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
 
 from fedpref.errors import DataError
 

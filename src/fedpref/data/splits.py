@@ -41,6 +41,13 @@ def split_clients(pairs: Sequence[PreferencePair], val_pairs: int, test_pairs: i
         random.Random(f"{seed}/{client_id}").shuffle(own)
         groups = {p.group for p in own}
         group = groups.pop() if len(groups) == 1 else None
-        out.append(ClientSplits(client_id, group, train=own[val_pairs + test_pairs :],
-                                val=own[:val_pairs], test=own[val_pairs : val_pairs + test_pairs]))
+        out.append(
+            ClientSplits(
+                client_id,
+                group,
+                train=own[val_pairs + test_pairs :],
+                val=own[:val_pairs],
+                test=own[val_pairs : val_pairs + test_pairs],
+            )
+        )
     return out

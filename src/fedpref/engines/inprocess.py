@@ -33,9 +33,13 @@ def run_rounds(
             stages += 1
         if stages == 0 and r == algorithm.num_rounds:
             break
-        record = {"method": algorithm.name, "round": r, "stages": stages,
-                  "train_loss": sum(losses) / len(losses) if losses else None,
-                  "wall_s": round(time.perf_counter() - start, 3)}
+        record = {
+            "method": algorithm.name,
+            "round": r,
+            "stages": stages,
+            "train_loss": sum(losses) / len(losses) if losses else None,
+            "wall_s": round(time.perf_counter() - start, 3),
+        }
         if algorithm.history and algorithm.history[-1].get("round") == r:
             record.update({k: v for k, v in algorithm.history[-1].items() if k != "round"})
         log.append(record)

@@ -23,14 +23,23 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, console: Console) -> di
     torch.set_num_threads(max(torch.get_num_threads(), 1))
     outputs.write_config(cfg, run_dir)
     started = time.perf_counter()
-    results = {"fedpref_version": __version__, "config_hash": cfg.digest(), "seed": cfg.seed,
-               "python": platform.python_version(), "torch": torch.__version__, "methods": {}}
+    results = {
+        "fedpref_version": __version__,
+        "config_hash": cfg.digest(),
+        "seed": cfg.seed,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "methods": {},
+    }
     with _progress(console) as progress:
         task = progress.add_task("preparing data and model", total=None)
         setup = build_setup(cfg)
-        results["data"] = {"clients": len(setup.splits),
-                           "train_pairs": sum(len(s.train) for s in setup.splits),
-                           "val_pairs_per_client": cfg.data.val_pairs, "test_pairs_per_client": cfg.data.test_pairs}
+        results["data"] = {
+            "clients": len(setup.splits),
+            "train_pairs": sum(len(s.train) for s in setup.splits),
+            "val_pairs_per_client": cfg.data.val_pairs,
+            "test_pairs_per_client": cfg.data.test_pairs,
+        }
         progress.update(task, total=1, completed=1)
         tasks: dict[str, int] = {}
 
@@ -53,8 +62,9 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, console: Console) -> di
 
 
 def _progress(console: Console) -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console)
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    )
 
 
 def _print_tables(results: dict, console: Console) -> None:

@@ -33,16 +33,25 @@ def engine_clients(algorithm: Algorithm, setup: Setup) -> dict[str, EncodedClien
     pools = {}
     for pool in algorithm.pools:
         members = [c for cid, c in setup.clients.items() if algorithm.pool_of(cid) == pool]
-        parts = [concat([m.train for m in members]), concat([m.val for m in members]), concat([m.test for m in members])]
+        parts = [
+            concat([m.train for m in members]),
+            concat([m.val for m in members]),
+            concat([m.test for m in members]),
+        ]
         pools[pool] = EncodedClient(pool, None, *parts)
     return pools
 
 
-def run_method(name: str, cfg: ExperimentConfig, setup: Setup, progress: Progress | None = None,
-               on_round: Callable[[dict], None] | None = None) -> tuple[dict, list[dict]]:
+def run_method(
+    name: str,
+    cfg: ExperimentConfig,
+    setup: Setup,
+    progress: Progress | None = None,
+    on_round: Callable[[dict], None] | None = None,
+) -> tuple[dict, list[dict]]:
     """Global phase and personalization of one method: its `results.json` entry and its round log."""
     train_opt, pers_opt = optim_configs(cfg)
-    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state)
+    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
     trainer = LocalTrainer(setup.model, train_opt)
     start = time.perf_counter()
 
@@ -64,15 +73,22 @@ def run_method(name: str, cfg: ExperimentConfig, setup: Setup, progress: Progres
     return result, log
 
 
-def personalize_all(name: str, algorithm: Algorithm, cfg: ExperimentConfig, setup: Setup,
-                    trainer: LocalTrainer, progress: Progress | None) -> dict:
+def personalize_all(
+    name: str,
+    algorithm: Algorithm,
+    cfg: ExperimentConfig,
+    setup: Setup,
+    trainer: LocalTrainer,
+    progress: Progress | None,
+) -> dict:
     """acc^t for every client at every checkpoint t; mean/std over clients and mean per true group."""
     steps = cfg.personalization.steps
     per_client = {}
     for i, (cid, client) in enumerate(setup.clients.items()):
         generator = task_generator(cfg.seed, name, "personalize", cid)
-        per_client[cid] = personalize(trainer, algorithm.initialization(cid), client.train, client.test,
-                                      steps, generator)
+        per_client[cid] = personalize(
+            trainer, algorithm.initialization(cid), client.train, client.test, steps, generator
+        )
         if progress:
             progress(f"{name}: personalization", i + 1, len(setup.clients))
     return summarize_curves(steps, per_client, {cid: c.group for cid, c in setup.clients.items()})

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from torch import nn
 
 from fedpref.algorithms.base import ClientInfo
+from fedpref.client.worker import EncodedClient
 from fedpref.config import ExperimentConfig
 from fedpref.data.pairs import PreferencePair, read_jsonl
 from fedpref.data.splits import ClientSplits, split_clients
 from fedpref.data.synthetic import generate_synthetic
-from fedpref.client.worker import EncodedClient
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.factory import build_reward_model
 
@@ -36,8 +36,9 @@ def build_setup(cfg: ExperimentConfig) -> Setup:
     splits = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
     model = build_reward_model(cfg)
     clients = {
-        s.client_id: EncodedClient(s.client_id, s.group, model.encode(s.train), model.encode(s.val),
-                                   model.encode(s.test))
+        s.client_id: EncodedClient(
+            s.client_id, s.group, model.encode(s.train), model.encode(s.val), model.encode(s.test)
+        )
         for s in splits
     }
     infos = [ClientInfo(s.client_id, len(s.train), s.group) for s in splits]

@@ -30,8 +30,9 @@ def group_rows(methods: dict, step: int) -> tuple[list[str], list[list[str]]]:
     for name, result in methods.items():
         c = result["personalization"]
         i = _at(c, step)
-        rows.append([name] + [f"{c['by_group'][g][i]:.2f}" if g in c["by_group"] and i is not None else "–"
-                              for g in groups])
+        rows.append(
+            [name] + [f"{c['by_group'][g][i]:.2f}" if g in c["by_group"] and i is not None else "–" for g in groups]
+        )
     return header, rows
 
 

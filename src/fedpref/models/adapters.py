@@ -14,8 +14,14 @@ State = dict[str, torch.Tensor]
 
 # Attention and MLP projections, as in the papers (q, k, v, o, gate, up).
 DEFAULT_TARGETS = {
-    "bert": ["attention.self.query", "attention.self.key", "attention.self.value",
-             "attention.output.dense", "intermediate.dense", "output.dense"],
+    "bert": [
+        "attention.self.query",
+        "attention.self.key",
+        "attention.self.value",
+        "attention.output.dense",
+        "intermediate.dense",
+        "output.dense",
+    ],
     "causal": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj"],
 }
 
@@ -39,7 +45,10 @@ def add_lora(model: nn.Module, cfg: LoraConfig, causal: bool) -> nn.Module:
     targets = cfg.target_modules or DEFAULT_TARGETS["causal" if causal else "bert"]
     layers = adapted_layers(model, cfg)
     peft_cfg = PeftLoraConfig(
-        r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=targets,
+        r=cfg.rank,
+        lora_alpha=cfg.alpha,
+        lora_dropout=cfg.dropout,
+        target_modules=targets,
         layers_to_transform=layers if cfg.top_layers else None,
         layers_pattern=("layers" if causal else "layer") if cfg.top_layers else None,
     )

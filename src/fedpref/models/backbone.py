@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 from fedpref.errors import FedprefError
 
@@ -33,6 +35,8 @@ def load_backbone(name: str):
     in training, so the frozen layers are a deterministic function of the input.
     """
     path = resolve_backbone(name)
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     try:
         config = AutoConfig.from_pretrained(path)
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -40,7 +44,11 @@ def load_backbone(name: str):
         loader = AutoModelForCausalLM if causal else AutoModel
         model = loader.from_pretrained(path, config=config, dtype="float32")
     except (OSError, ValueError) as e:
-        where = "a local folder" if Path(path).exists() else "not a local folder, and the hub is unreachable or has no such model"
+        where = (
+            "a local folder"
+            if Path(path).exists()
+            else "not a local folder, and the hub is unreachable or has no such model"
+        )
         raise FedprefError(f"model.backbone '{name}': cannot load ({where}): {str(e).splitlines()[0]}") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token

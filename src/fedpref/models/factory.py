@@ -17,8 +17,10 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     backbone, tokenizer, causal = load_backbone(cfg.model.backbone)
     if (cfg.model.head == "selector") != causal:
         kind = "a causal LM" if causal else "an encoder"
-        raise ConfigError(f"model.head = '{cfg.model.head}' does not fit {cfg.model.backbone} ({kind}); "
-                          "use 'selector' for causal LMs and 'scalar' for encoders")
+        raise ConfigError(
+            f"model.head = '{cfg.model.head}' does not fit {cfg.model.backbone} ({kind}); "
+            "use 'selector' for causal LMs and 'scalar' for encoders"
+        )
     torch.manual_seed(cfg.seed)  # peft draws LoRA A from the global generator
     generator = torch.Generator().manual_seed(cfg.seed)
     cls = SelectorRewardModel if causal else ScalarRewardModel

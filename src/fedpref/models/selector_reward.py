@@ -13,8 +13,8 @@ from fedpref.models.encoded import EncodedPairs, pad
 # The comparison template of "FedVPA-GP" (Appendix D.1.1), with the task phrased generally.
 TEMPLATE_HEAD = (
     "Below is a conversation between a human and an AI assistant, followed by two responses. "
-    "Pick the better response. State your choice with a single capital letter, i.e., \"A\" if "
-    "RESPONSE A is better, \"B\" if RESPONSE B is better.\n### CONVERSATION: "
+    'Pick the better response. State your choice with a single capital letter, i.e., "A" if '
+    'RESPONSE A is better, "B" if RESPONSE B is better.\n### CONVERSATION: '
 )
 TEMPLATE_TAIL = "\n### RESPONSE A: {a}\n### RESPONSE B: {b}\n### YOUR CHOICE:"
 

@@ -1,0 +1,98 @@
+"""User mistakes end in one clear line and a non-zero exit, never a traceback."""
+
+import pytest
+
+from fedpref.cli import main
+
+TINY_FAST = ["--set", "algorithm.methods=['Local']", "--set", "personalization.steps=[0]"]
+
+
+def run_cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_help_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for key in ("federation.clients_per_round", "lora.top_layers", "algorithm.methods", "personalization.steps"):
+        assert key in text
+
+
+def test_config_error(capsys, tmp_path):
+    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--set", "federation.rounds=-1", "--out", tmp_path / "o")
+    assert code == 2 and "federation.rounds" in out and "Traceback" not in out
+
+
+def test_unknown_model_path(capsys, tmp_path):
+    code, out = run_cli(
+        capsys,
+        "run",
+        "configs/tiny.toml",
+        "--set",
+        f"model.backbone='{tmp_path}/nope'",
+        "--out",
+        tmp_path / "o",
+        *TINY_FAST,
+    )
+    assert code == 2 and "cannot load" in out
+
+
+def test_malformed_jsonl(capsys, tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    data.write_text('{"prompt": "p", "chosen": "c", "rejected": "r", "client": "a"}\nnot json\n')
+    code, out = run_cli(
+        capsys,
+        "run",
+        "configs/tiny.toml",
+        "--set",
+        "data.source='jsonl'",
+        "--set",
+        f"data.path='{data}'",
+        "--out",
+        tmp_path / "o",
+        *TINY_FAST,
+    )
+    assert code == 2 and "pairs.jsonl:2: malformed JSON" in out
+
+
+def test_client_with_too_few_pairs(capsys, tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    data.write_text('{"prompt": "p", "chosen": "c", "rejected": "r", "client": "a"}\n')
+    code, out = run_cli(
+        capsys,
+        "run",
+        "configs/tiny.toml",
+        "--set",
+        "data.source='jsonl'",
+        "--set",
+        f"data.path='{data}'",
+        "--out",
+        tmp_path / "o",
+        *TINY_FAST,
+    )
+    assert code == 2 and "client 'a' has 1 pairs" in out
+
+
+def test_refuses_to_overwrite(capsys, tmp_path):
+    out_dir = tmp_path / "o"
+    out_dir.mkdir()
+    (out_dir / "results.json").write_text("{}")
+    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--out", out_dir, *TINY_FAST)
+    assert code == 2 and "--overwrite" in out
+    assert (out_dir / "results.json").read_text() == "{}"
+
+
+def test_data_export_and_stats(capsys, tmp_path):
+    from fedpref.data.pairs import read_jsonl
+
+    out = tmp_path / "pairs.jsonl"
+    code, text = run_cli(capsys, "data", "export", "configs/tiny.toml", "--out", out)
+    assert code == 0
+    pairs = read_jsonl(out)
+    assert len(pairs) == 8 * 2 * 12 and {p.group for p in pairs} == {"G1", "G2", "G3", "G4"}
+    code, text = run_cli(capsys, "data", "stats", "configs/tiny.toml")
+    assert code == 0 and "8 clients" in text and "c007" in text
