@@ -18,6 +18,8 @@ METHODS = ("Local", "CL", "Multi-CL", "FL", "FL_target", "FedGD", "FedBiscuit", 
 DATA_SOURCES = ("synthetic", "jsonl")
 HEADS = ("scalar", "selector")
 PHASE2_STARTS = ("fresh", "continue")
+PRECISIONS = ("fp32", "bf16")
+MULTI_MODEL_METHODS = ("FedGD", "FedBiscuit", "Soft-FL")  # methods that keep K = algorithm.num_models models
 
 
 def _help(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING):
@@ -42,12 +44,8 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    backbone: str = _help(
-        "'minilm' (embedded all-MiniLM-L6-v2), a local model folder, or a hub id.", "minilm"
-    )
-    head: str = _help(
-        "'scalar' (reward on the pooled encoder output) or 'selector' (causal LM, A/B logits).", "scalar"
-    )
+    backbone: str = _help("'minilm' (embedded all-MiniLM-L6-v2), a local model folder, or a hub id.", "minilm")
+    head: str = _help("'scalar' (reward on the pooled encoder output) or 'selector' (causal LM, A/B logits).", "scalar")
 
 
 @dataclass
@@ -73,6 +71,7 @@ class TrainConfig:
     beta2: float = _help("AdamW beta2.", 0.95)
     weight_decay: float = _help("AdamW weight decay.", 0.0)
     eval_batch_size: int = _help("Pairs per evaluation chunk.", 64)
+    precision: str = _help("'fp32', or 'bf16' autocast for training and evaluation (faster on CPUs with bf16).", "fp32")
 
 
 @dataclass
@@ -93,7 +92,9 @@ class PersonalizationConfig:
 
 @dataclass
 class AlgorithmConfig:
-    methods: list[str] = _help(f"Methods to run, any of {', '.join(METHODS)}.", factory=lambda: ["FL", "CL", "Multi-CL"])
+    methods: list[str] = _help(
+        f"Methods to run, any of {', '.join(METHODS)}.", factory=lambda: ["FL", "CL", "Multi-CL"]
+    )
     num_models: int = _help("K: experts / global models of multi-model methods (paper: 4).", 4)
     reassign_every: int = _help("T: rounds between client reassignments (paper: 20).", 20)
     mixing: float = _help("w: FedGD's expert moving-average coefficient (paper: 0.6).", 0.6)
@@ -204,8 +205,11 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
 
     need(c.data.source in DATA_SOURCES, "data.source", f"must be one of {', '.join(DATA_SOURCES)}")
     need(c.data.source != "jsonl" or bool(c.data.path), "data.path", "is required when data.source = 'jsonl'")
-    need(len(c.data.group_sizes) == 4 and all(s >= 0 for s in c.data.group_sizes) and sum(c.data.group_sizes) > 0,
-         "data.group_sizes", "must be four non-negative client counts, not all zero")
+    need(
+        len(c.data.group_sizes) == 4 and all(s >= 0 for s in c.data.group_sizes) and sum(c.data.group_sizes) > 0,
+        "data.group_sizes",
+        "must be four non-negative client counts, not all zero",
+    )
     need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
     need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
@@ -218,24 +222,43 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.train.lr > 0, "train.lr", "must be > 0")
     need(0 <= c.train.beta1 < 1 and 0 <= c.train.beta2 < 1, "train.beta1/beta2", "must be in [0, 1)")
     need(c.train.eval_batch_size >= 1, "train.eval_batch_size", "must be >= 1")
+    need(c.train.precision in PRECISIONS, "train.precision", f"must be one of {', '.join(PRECISIONS)}")
     need(c.federation.rounds >= 1, "federation.rounds", "must be >= 1")
     need(c.federation.clients_per_round >= 1, "federation.clients_per_round", "must be >= 1")
     if c.data.source == "synthetic":
         clients = sum(c.data.group_sizes)
-        need(c.federation.clients_per_round <= clients, "federation.clients_per_round",
-             f"({c.federation.clients_per_round}) exceeds the number of clients ({clients})")
+        need(
+            c.federation.clients_per_round <= clients,
+            "federation.clients_per_round",
+            f"({c.federation.clients_per_round}) exceeds the number of clients ({clients})",
+        )
     steps = c.personalization.steps
-    need(bool(steps) and all(s >= 0 for s in steps) and steps == sorted(set(steps)),
-         "personalization.steps", "must be a non-empty increasing list of step counts >= 0")
+    need(
+        bool(steps) and all(s >= 0 for s in steps) and steps == sorted(set(steps)),
+        "personalization.steps",
+        "must be a non-empty increasing list of step counts >= 0",
+    )
     need(c.personalization.lr >= 0, "personalization.lr", "must be >= 0")
     need(c.personalization.batch_size >= 0, "personalization.batch_size", "must be >= 0")
     bad = [m for m in c.algorithm.methods if m not in METHODS]
     need(not bad, "algorithm.methods", f"has unknown method(s) {bad}; choose from {', '.join(METHODS)}")
     need(bool(c.algorithm.methods), "algorithm.methods", "must name at least one method")
     need(c.algorithm.num_models >= 1, "algorithm.num_models", "must be >= 1")
+    multi = [m for m in c.algorithm.methods if m in MULTI_MODEL_METHODS]
+    if multi and c.data.source == "synthetic":
+        clients = sum(c.data.group_sizes)
+        need(
+            c.algorithm.num_models <= clients,
+            "algorithm.num_models",
+            f"({c.algorithm.num_models}) exceeds the number of clients ({clients}) for {', '.join(multi)}",
+        )
     need(c.algorithm.reassign_every >= 1, "algorithm.reassign_every", "must be >= 1")
     need(0.0 <= c.algorithm.mixing <= 1.0, "algorithm.mixing", "must be in [0, 1]")
-    need(c.algorithm.phase2_start in PHASE2_STARTS, "algorithm.phase2_start", f"must be one of {', '.join(PHASE2_STARTS)}")
+    need(
+        c.algorithm.phase2_start in PHASE2_STARTS,
+        "algorithm.phase2_start",
+        f"must be one of {', '.join(PHASE2_STARTS)}",
+    )
 
 
 def option_help() -> list[tuple[str, str, str]]:

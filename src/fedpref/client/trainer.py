@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -22,6 +23,8 @@ class OptimConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     weight_decay: float = 0.0
+    precision: str = "fp32"  # or "bf16": autocast the forward (weights and optimizer stay fp32)
+    eval_chunk: int = 64
 
 
 @dataclass
@@ -55,6 +58,12 @@ class LocalTrainer:
         self.model, self.optim = model, optim
         self.params = [p for p in model.parameters() if p.requires_grad]
 
+    def autocast(self):
+        if self.optim.precision != "bf16":
+            return contextlib.nullcontext()
+        device = next(iter(self.params)).device.type
+        return torch.autocast(device_type=device, dtype=torch.bfloat16)
+
     def new_optimizer(self) -> torch.optim.Optimizer:
         o = self.optim
         return torch.optim.AdamW(self.params, lr=o.lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
@@ -72,7 +81,9 @@ class LocalTrainer:
         self.model.train()
         losses = []
         for _ in range(steps):
-            loss = pairwise_loss(self.model.margins(data, stream.next()))
+            with self.autocast():
+                margins = self.model.margins(data, stream.next())
+            loss = pairwise_loss(margins.float())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -81,14 +92,16 @@ class LocalTrainer:
         return losses
 
     @torch.inference_mode()
-    def evaluate(self, state: State | None, data: EncodedPairs, chunk: int = 64) -> EvalResult:
+    def evaluate(self, state: State | None, data: EncodedPairs) -> EvalResult:
         """Loss, accuracy and margins on every pair of `data` (state None: keep the loaded one)."""
         if state is not None:
             load_trainable_state(self.model, state)
         self.model.eval()
-        parts = [
-            self.model.margins(data, torch.arange(s, min(s + chunk, len(data)))) for s in range(0, len(data), chunk)
-        ]
+        chunk = self.optim.eval_chunk
+        with self.autocast():
+            parts = [
+                self.model.margins(data, torch.arange(s, min(s + chunk, len(data)))) for s in range(0, len(data), chunk)
+            ]
         margins = torch.cat(parts).float().cpu()
         loss = pairwise_loss(margins).item()
         if not math.isfinite(loss):

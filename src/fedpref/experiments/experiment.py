@@ -56,6 +56,7 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, console: Console) -> di
     outputs.write_json(results, run_dir / "results.json")
     (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
     plots.plot_group_curves(results["methods"], run_dir / "personalization.png")
+    plots.plot_assignments(results["methods"], run_dir / "assignments.png")
     _print_tables(results, console)
     console.print(f"wrote {run_dir} in {results['timing']['wall_s']} s")
     return results

@@ -29,3 +29,26 @@ def plot_group_curves(methods: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_assignments(methods: dict, path: Path) -> bool:
+    """Client-to-group assignment at every reassignment round, one panel per method (Figures 4 and 6).
+
+    Returns False (and writes nothing) when no method recorded assignments.
+    """
+    recorded = {name: r["assignments"] for name, r in methods.items() if r.get("assignments")}
+    if not recorded:
+        return False
+    fig, axes = plt.subplots(1, len(recorded), figsize=(4.0 * len(recorded), 4.0), squeeze=False)
+    for ax, (name, history) in zip(axes[0], recorded.items()):
+        clients = sorted(history[-1]["assignment"])
+        grid = [[h["assignment"].get(c, -1) for h in history] for c in clients]  # (clients, reassignments)
+        ax.imshow(grid, aspect="auto", cmap="tab10", vmin=0, vmax=9, interpolation="nearest")
+        ax.set_xticks(range(len(history)), [str(h["round"]) for h in history], fontsize=7)
+        ax.set_xlabel("reassignment round")
+        ax.set_ylabel("client (indexed by true group)")
+        ax.set_title(f"{name}: assigned group")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -21,8 +21,11 @@ Progress = Callable[[str, int, int], None]  # (what, done, total)
 
 def optim_configs(cfg: ExperimentConfig) -> tuple[OptimConfig, OptimConfig]:
     t, p = cfg.train, cfg.personalization
-    train = OptimConfig(t.lr, t.batch_size, t.beta1, t.beta2, t.weight_decay)
-    pers = OptimConfig(p.lr or t.lr, p.batch_size or t.batch_size, t.beta1, t.beta2, t.weight_decay)
+    common = dict(
+        beta1=t.beta1, beta2=t.beta2, weight_decay=t.weight_decay, precision=t.precision, eval_chunk=t.eval_batch_size
+    )
+    train = OptimConfig(t.lr, t.batch_size, **common)
+    pers = OptimConfig(p.lr or t.lr, p.batch_size or t.batch_size, **common)
     return train, pers
 
 
