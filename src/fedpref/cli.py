@@ -45,6 +45,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
     run.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
+    diag = sub.add_parser(
+        "diagnose",
+        help="Gradient Quotient and Headroom of a finished run's initializations (Tables 1, 2, 5)",
+        description="Recompute the diagnostics for every method of a finished run from its saved "
+        "initializations (RUN_DIR/models/*.pt); the numbers go into RUN_DIR/results.json and table.md.",
+    )
+    diag.add_argument("run_dir", type=Path, help="a finished run folder")
+    diag.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override diagnostics options, e.g. --set diagnostics.eta=1e-4",
+    )
     data = sub.add_parser("data", help="inspect or export an experiment's preference data")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     stats = data_sub.add_parser("stats", help="clients, pairs per client and split sizes, before a long run")
@@ -55,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     export.add_argument("--out", type=Path, required=True, help="output .jsonl file")
     return parser
+
+
+def cmd_diagnose(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.experiments.experiment import diagnose_run
+
+    diagnose_run(args.run_dir, console, args.overrides)
 
 
 def cmd_data(args: argparse.Namespace, console: Console) -> None:
@@ -91,9 +112,9 @@ def cmd_run(args: argparse.Namespace, console: Console) -> None:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     args = build_parser().parse_args(argv)
-    console = Console(stderr=False)
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
-        {"run": cmd_run, "data": cmd_data}[args.command](args, console)
+        {"run": cmd_run, "data": cmd_data, "diagnose": cmd_diagnose}[args.command](args, console)
     except FedprefError as e:
         Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
         return 2

@@ -102,6 +102,14 @@ class AlgorithmConfig:
 
 
 @dataclass
+class DiagnosticsConfig:
+    enabled: bool = _help("Compute Gradient Quotient and Headroom of every method's initializations.", False)
+    eta: float = _help("Step size of the one-step diagnostics (0: the personalization lr).", 0.0)
+    steps: int = _help("Local steps for P^t (fraction correct after t personalization steps; paper: 10).", 10)
+    body_fraction: float = _help("Front fraction of the adapted layers averaged as Body (paper: 16 of 24).", 2 / 3)
+
+
+@dataclass
 class ExperimentConfig:
     name: str = _help("Experiment name (used for the default output folder).", "experiment")
     seed: int = _help("Seed for data, sampling, initialization and batches.", 0)
@@ -113,6 +121,7 @@ class ExperimentConfig:
     federation: FederationConfig = field(default_factory=FederationConfig)
     personalization: PersonalizationConfig = field(default_factory=PersonalizationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -240,6 +249,9 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     )
     need(c.personalization.lr >= 0, "personalization.lr", "must be >= 0")
     need(c.personalization.batch_size >= 0, "personalization.batch_size", "must be >= 0")
+    need(c.diagnostics.eta >= 0, "diagnostics.eta", "must be >= 0")
+    need(c.diagnostics.steps >= 0, "diagnostics.steps", "must be >= 0")
+    need(0.0 <= c.diagnostics.body_fraction <= 1.0, "diagnostics.body_fraction", "must be in [0, 1]")
     bad = [m for m in c.algorithm.methods if m not in METHODS]
     need(not bad, "algorithm.methods", f"has unknown method(s) {bad}; choose from {', '.join(METHODS)}")
     need(bool(c.algorithm.methods), "algorithm.methods", "must name at least one method")

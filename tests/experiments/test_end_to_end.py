@@ -30,3 +30,15 @@ def test_every_method_end_to_end(tmp_path, capsys):
     log = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
     assert {r["method"] for r in log} >= {"FL", "CL", "Multi-CL"}
     assert all(len(r["sampled"]) == 3 for r in log if r["method"] == "FL")
+
+
+def test_diagnose_a_finished_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    fast = ["--set", "algorithm.methods=['FL']", "--set", "federation.rounds=1"]
+    assert main(["run", "configs/tiny.toml", "--out", str(out), *fast]) == 0
+    assert (out / "models" / "FL.pt").is_file()
+    assert main(["diagnose", str(out), "--set", "diagnostics.steps=2"]) == 0
+    diag = json.loads((out / "results.json").read_text())["methods"]["FL"]["diagnostics"]
+    assert diag["GQ_mean"] >= 0 and 0 <= diag["H+_W"] <= 100
+    assert "GQ_B" in capsys.readouterr().out
+    assert "Diagnostics" in (out / "table.md").read_text()

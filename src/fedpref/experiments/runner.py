@@ -5,6 +5,9 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+import torch
 
 from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.centralized import Centralized
@@ -15,6 +18,7 @@ from fedpref.config import ExperimentConfig
 from fedpref.engines.inprocess import run_rounds
 from fedpref.experiments.methods import build_algorithm
 from fedpref.experiments.setup import Setup
+from fedpref.models.adapters import State
 
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 
@@ -51,34 +55,108 @@ def run_method(
     setup: Setup,
     progress: Progress | None = None,
     on_round: Callable[[dict], None] | None = None,
+    models_dir: Path | None = None,
 ) -> tuple[dict, list[dict]]:
     """Global phase and personalization of one method: its `results.json` entry and its round log."""
-    train_opt, pers_opt = optim_configs(cfg)
-    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
-    trainer = LocalTrainer(setup.model, train_opt)
     start = time.perf_counter()
+    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
+    log = run_global(algorithm, cfg, setup, progress, on_round)
+    result = finish_method(algorithm, cfg, setup, progress, models_dir)
+    result["timing"] = {"wall_s": round(time.perf_counter() - start, 2), "global_s": sum(r["wall_s"] for r in log)}
+    return result, log
+
+
+def run_global(
+    algorithm: Algorithm,
+    cfg: ExperimentConfig,
+    setup: Setup,
+    progress: Progress | None = None,
+    on_round: Callable[[dict], None] | None = None,
+    start_round: int = 0,
+) -> list[dict]:
+    """The global (federated or centralized) phase, in the in-process engine."""
+    train_opt, _ = optim_configs(cfg)
 
     def round_done(record: dict) -> None:
         if progress:
-            progress(f"{name}: rounds", record["round"] + 1, algorithm.num_rounds)
+            progress(f"{algorithm.name}: rounds", min(record["round"] + 1, algorithm.num_rounds), algorithm.num_rounds)
         if on_round:
             on_round(record)
 
-    log = run_rounds(algorithm, engine_clients(algorithm, setup), trainer, cfg.seed, round_done)
-    train_s = time.perf_counter() - start
-    curves = personalize_all(name, algorithm, cfg, setup, LocalTrainer(setup.model, pers_opt), progress)
+    trainer = LocalTrainer(setup.model, train_opt)
+    return run_rounds(algorithm, engine_clients(algorithm, setup), trainer, cfg.seed, round_done, start_round)
+
+
+def initializations(algorithm: Algorithm, setup: Setup) -> dict[str, State]:
+    """Every client's starting point for personalization."""
+    return {cid: algorithm.initialization(cid) for cid in setup.clients}
+
+
+def finish_method(
+    algorithm: Algorithm,
+    cfg: ExperimentConfig,
+    setup: Setup,
+    progress: Progress | None = None,
+    models_dir: Path | None = None,
+) -> dict:
+    """Personalization of every client (and the diagnostics, when enabled) from the method's initializations.
+
+    With `models_dir`, the initializations are saved as `<models_dir>/<method>.pt` (see `save_initializations`).
+    """
+    _, pers_opt = optim_configs(cfg)
+    inits = initializations(algorithm, setup)
+    if models_dir is not None:
+        save_initializations(inits, models_dir / f"{algorithm.name}.pt")
+    curves = personalize_all(algorithm.name, inits, cfg, setup, LocalTrainer(setup.model, pers_opt), progress)
     result = {
         "personalization": curves,
-        "diagnostics": {},
+        "diagnostics": run_diagnostics(algorithm.name, inits, cfg, setup) if cfg.diagnostics.enabled else {},
         "assignments": [h for h in algorithm.history if "assignment" in h],
-        "timing": {"wall_s": round(time.perf_counter() - start, 2), "global_s": round(train_s, 2)},
     }
-    return result, log
+    return result
+
+
+def save_initializations(inits: dict[str, State], path: Path) -> None:
+    """Distinct initial states once each, and which client starts from which: {"states": [...], "client_state": {}}."""
+    states, index, client_state = [], {}, {}
+    for cid, state in inits.items():
+        if id(state) not in index:
+            index[id(state)] = len(states)
+            states.append(state)
+        client_state[cid] = index[id(state)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"states": states, "client_state": client_state}, tmp)
+    tmp.replace(path)
+
+
+def load_initializations(path: Path) -> dict[str, State]:
+    saved = torch.load(path, weights_only=True)
+    return {cid: saved["states"][i] for cid, i in saved["client_state"].items()}
+
+
+def run_diagnostics(name: str, inits: dict[str, State], cfg: ExperimentConfig, setup: Setup) -> dict:
+    """Gradient Quotient and Headroom (FedGD paper, Sec. 2.2) of one method's initializations."""
+    from fedpref.diagnostics.report import diagnose
+
+    _, pers_opt = optim_configs(cfg)
+    d = cfg.diagnostics
+    return diagnose(
+        setup.model,
+        setup.clients,
+        inits,
+        eta=d.eta or None,
+        pers_optim=pers_opt,
+        steps=d.steps,
+        generator_fn=lambda cid: task_generator(cfg.seed, name, "personalize", cid),
+        body_fraction=d.body_fraction,
+        chunk=cfg.train.eval_batch_size,
+    )
 
 
 def personalize_all(
     name: str,
-    algorithm: Algorithm,
+    inits: dict[str, State],
     cfg: ExperimentConfig,
     setup: Setup,
     trainer: LocalTrainer,
@@ -89,9 +167,7 @@ def personalize_all(
     per_client = {}
     for i, (cid, client) in enumerate(setup.clients.items()):
         generator = task_generator(cfg.seed, name, "personalize", cid)
-        per_client[cid] = personalize(
-            trainer, algorithm.initialization(cid), client.train, client.test, steps, generator
-        )
+        per_client[cid] = personalize(trainer, inits[cid], client.train, client.test, steps, generator)
         if progress:
             progress(f"{name}: personalization", i + 1, len(setup.clients))
     return summarize_curves(steps, per_client, {cid: c.group for cid, c in setup.clients.items()})

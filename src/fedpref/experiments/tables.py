@@ -49,4 +49,9 @@ def results_markdown(methods: dict) -> str:
     if any(r["personalization"]["by_group"] for r in methods.values()):
         for step in dict.fromkeys([steps[0], 10 if 10 in steps else steps[-1]]):
             parts += [f"\n## Per-group accuracy at step {step}\n", markdown(*group_rows(methods, step))]
+    diagnostics = {name: r["diagnostics"] for name, r in methods.items() if r.get("diagnostics")}
+    if diagnostics:
+        from fedpref.diagnostics.report import table_rows
+
+        parts += ["\n## Diagnostics (the FedGD paper's Tables 1 and 2)\n", markdown(*table_rows(diagnostics))]
     return "".join(parts)
