@@ -45,6 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
     run.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
+    run.add_argument(
+        "--engine",
+        choices=("inprocess", "flower"),
+        default="inprocess",
+        help="inprocess: all clients in this process (default); flower: Flower's Simulation Engine (docs/flower.md)",
+    )
+    run.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its last complete checkpoint"
+    )
     diag = sub.add_parser(
         "diagnose",
         help="Gradient Quotient and Headroom of a finished run's initializations (Tables 1, 2, 5)",
@@ -105,8 +114,14 @@ def cmd_run(args: argparse.Namespace, console: Console) -> None:
     from fedpref.experiments.outputs import prepare_run_dir
 
     cfg = load_config(args.config, args.overrides)
-    run_dir = prepare_run_dir(args.out or Path("runs") / cfg.name, args.overwrite)
-    run_experiment(cfg, run_dir, console)
+    if args.resume and args.overwrite:
+        raise FedprefError("--resume and --overwrite exclude each other")
+    run_dir = args.out or Path("runs") / cfg.name
+    if not args.resume:
+        prepare_run_dir(run_dir, args.overwrite)
+    elif not (run_dir / "config.toml").is_file():
+        raise FedprefError(f"{run_dir}: nothing to resume (no config.toml)")
+    run_experiment(cfg, run_dir, console, resume=args.resume, engine=args.engine)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,6 +78,7 @@ class TrainConfig:
 class FederationConfig:
     rounds: int = _help("Communication rounds R (paper: 400).", 400)
     clients_per_round: int = _help("Sampled clients per round |S_r| (paper: 5).", 5)
+    checkpoint_every: int = _help("Checkpoint every N rounds (0: only at phase ends and method ends).", 10)
 
 
 @dataclass
@@ -234,6 +235,7 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.train.precision in PRECISIONS, "train.precision", f"must be one of {', '.join(PRECISIONS)}")
     need(c.federation.rounds >= 1, "federation.rounds", "must be >= 1")
     need(c.federation.clients_per_round >= 1, "federation.clients_per_round", "must be >= 1")
+    need(c.federation.checkpoint_every >= 0, "federation.checkpoint_every", "must be >= 0")
     if c.data.source == "synthetic":
         clients = sum(c.data.group_sizes)
         need(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedpref.client.trainer import BatchStream, LocalTrainer
+from fedpref.client.trainer import BatchStream, LocalTrainer, seed_global_rng
 from fedpref.models.adapters import State, load_trainable_state
 from fedpref.models.encoded import EncodedPairs
 
@@ -19,6 +19,7 @@ def personalize(
 ) -> list[float]:
     """Test accuracy after each of `checkpoints` (increasing) local steps from `init` (FedGD paper, Sec. 2.1)."""
     load_trainable_state(trainer.model, init)
+    seed_global_rng(generator)
     optimizer = trainer.new_optimizer()
     stream = BatchStream(len(train), trainer.optim.batch_size, generator)
     accs, done = [], 0

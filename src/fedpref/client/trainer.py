@@ -34,6 +34,15 @@ class EvalResult:
     margins: torch.Tensor  # (N,)
 
 
+def seed_global_rng(generator: torch.Generator) -> None:
+    """Reseed torch's global generator (LoRA dropout draws from it) from the task's own generator.
+
+    So a task's result depends only on its generator: not on which tasks ran before it in this process,
+    and not on whether the run was resumed from a checkpoint.
+    """
+    torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+
+
 class BatchStream:
     """Endless batches of pair indices: a fresh seeded permutation each epoch."""
 
@@ -71,6 +80,7 @@ class LocalTrainer:
     def train(self, state: State, data: EncodedPairs, steps: int, generator: torch.Generator) -> tuple[State, float]:
         """Local update: returns the new trainable state and the mean training loss."""
         load_trainable_state(self.model, state)
+        seed_global_rng(generator)
         optimizer = self.new_optimizer()
         stream = BatchStream(len(data), self.optim.batch_size, generator)
         losses = self.steps(optimizer, data, stream, steps)

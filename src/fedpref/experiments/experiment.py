@@ -14,45 +14,47 @@ from rich.table import Table
 
 from fedpref import __version__
 from fedpref.config import ExperimentConfig
+from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.errors import FedprefError
 from fedpref.experiments import outputs, plots, tables
-from fedpref.experiments.runner import run_method
+from fedpref.experiments.methods import build_algorithm
+from fedpref.experiments.runner import finish_method, run_global
 from fedpref.experiments.setup import build_setup
 
 
-def run_experiment(cfg: ExperimentConfig, run_dir: Path, console: Console) -> dict:
-    """Run every method of `cfg` and write config.toml, rounds.jsonl, results.json, table.md and the plot."""
-    torch.set_num_threads(max(torch.get_num_threads(), 1))
-    outputs.write_config(cfg, run_dir)
+def run_experiment(
+    cfg: ExperimentConfig, run_dir: Path, console: Console, resume: bool = False, engine: str = "inprocess"
+) -> dict:
+    """Run every method of `cfg` and write config.toml, rounds.jsonl, results.json, table.md and the plots.
+
+    Checkpoints go to `run_dir/checkpoints`; with `resume`, the run continues from the last complete one
+    and ends with the same results as an uninterrupted run.
+    """
+    store = CheckpointStore(run_dir / "checkpoints")
+    saved = load_resume_state(store, cfg) if resume else None
+    if saved is None:
+        outputs.write_config(cfg, run_dir)
+    results = saved["results"] if saved else new_results(cfg)
+    log = outputs.RoundLog(run_dir / "rounds.jsonl", saved["rounds"] if saved else [])
     started = time.perf_counter()
-    results = {
-        "fedpref_version": __version__,
-        "config_hash": cfg.digest(),
-        "seed": cfg.seed,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "methods": {},
-    }
     with _progress(console) as progress:
         task = progress.add_task("preparing data and model", total=None)
         setup = build_setup(cfg)
-        results["data"] = {
-            "clients": len(setup.splits),
-            "train_pairs": sum(len(s.train) for s in setup.splits),
-            "val_pairs_per_client": cfg.data.val_pairs,
-            "test_pairs_per_client": cfg.data.test_pairs,
-        }
+        results["data"] = data_summary(cfg, setup)
         progress.update(task, total=1, completed=1)
-        tasks: dict[str, int] = {}
-
-        def report(what: str, done: int, total: int) -> None:
-            if what not in tasks:
-                tasks[what] = progress.add_task(what, total=total)
-            progress.update(tasks[what], completed=done)
-
-        log = outputs.RoundLog(run_dir / "rounds.jsonl")
+        report = _reporter(progress)
         for name in cfg.algorithm.methods:
-            results["methods"][name], _ = run_method(name, cfg, setup, report, log, run_dir / "models")
+            if name in results["methods"]:
+                continue  # finished before the interruption
+            if engine == "flower":  # the Flower Simulation Engine, without checkpoints (docs/flower.md)
+                from fedpref.engines.flower.run import run_flower_method
+
+                results["methods"][name], _ = run_flower_method(name, cfg, setup, report, log, run_dir / "models")
+                outputs.write_json(results, run_dir / "results.json")
+                continue
+            current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == name else None
+            results["methods"][name] = run_checkpointed(name, cfg, setup, store, results, log, current, report, run_dir)
+            store.save(checkpoint_payload(cfg, results, log.records, None))
             outputs.write_json(results, run_dir / "results.json")
     results["timing"] = {"wall_s": round(time.perf_counter() - started, 1)}
     outputs.write_json(results, run_dir / "results.json")
@@ -62,6 +64,83 @@ def run_experiment(cfg: ExperimentConfig, run_dir: Path, console: Console) -> di
     _print_tables(results, console)
     console.print(f"wrote {run_dir} in {results['timing']['wall_s']} s")
     return results
+
+
+def new_results(cfg: ExperimentConfig) -> dict:
+    return {
+        "fedpref_version": __version__,
+        "config_hash": cfg.digest(),
+        "seed": cfg.seed,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "methods": {},
+    }
+
+
+def data_summary(cfg: ExperimentConfig, setup) -> dict:
+    return {
+        "clients": len(setup.splits),
+        "train_pairs": sum(len(s.train) for s in setup.splits),
+        "val_pairs_per_client": cfg.data.val_pairs,
+        "test_pairs_per_client": cfg.data.test_pairs,
+    }
+
+
+def run_checkpointed(name, cfg, setup, store, results, log, current, report, run_dir) -> dict:
+    """One method's global phase with checkpoints (restored from `current` when resuming), then personalization."""
+    started = time.perf_counter()
+    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
+    start_round = 0
+    if current is not None:
+        vars(algorithm).update(current["algorithm"])
+        start_round = current["next_round"]
+
+    def on_round(record: dict) -> None:
+        log(record)
+        if should_checkpoint(algorithm, record["round"], cfg.federation.checkpoint_every):
+            state = {"name": name, "next_round": record["round"] + 1, "algorithm": vars(algorithm)}
+            store.save(checkpoint_payload(cfg, results, log.records, state))
+
+    records = run_global(algorithm, cfg, setup, report, on_round, start_round)
+    result = finish_method(algorithm, cfg, setup, report, run_dir / "models")
+    result["timing"] = {
+        "wall_s": round(time.perf_counter() - started, 2),
+        "global_s": sum(r["wall_s"] for r in records),
+    }
+    return result
+
+
+def should_checkpoint(algorithm, round_idx: int, every: int) -> bool:
+    """Every `every` rounds, at the end of each phase of the algorithm, and at the end of the global phase."""
+    done = round_idx + 1
+    phase_ends = set(getattr(algorithm, "phase_end_rounds", ())) | {algorithm.num_rounds, algorithm.num_rounds + 1}
+    return done in phase_ends or (every > 0 and done % every == 0)
+
+
+def checkpoint_payload(cfg: ExperimentConfig, results: dict, rounds: list[dict], current: dict | None) -> dict:
+    return {"config_hash": cfg.digest(), "results": results, "rounds": list(rounds), "current": current}
+
+
+def load_resume_state(store: CheckpointStore, cfg: ExperimentConfig) -> dict | None:
+    """The last complete checkpoint, checked against the config being resumed (None: nothing to resume)."""
+    saved = store.load()
+    if saved is not None and saved["config_hash"] != cfg.digest():
+        raise FedprefError(
+            f"{store.folder}: the checkpoint belongs to a different config (hash {saved['config_hash']}, "
+            f"this config {cfg.digest()}); resume with the run's own config.toml"
+        )
+    return saved
+
+
+def _reporter(progress: Progress):
+    tasks: dict[str, int] = {}
+
+    def report(what: str, done: int, total: int) -> None:
+        if what not in tasks:
+            tasks[what] = progress.add_task(what, total=total)
+        progress.update(tasks[what], completed=done)
+
+    return report
 
 
 def diagnose_run(run_dir: Path, console: Console, overrides: list[str] | None = None) -> dict:

@@ -41,11 +41,13 @@ def write_json(data: dict, path: Path) -> None:
 
 
 class RoundLog:
-    """Appends one JSON line per round to rounds.jsonl."""
+    """One JSON line per round in rounds.jsonl; starts from `records` (rewritten) when resuming."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, records: list[dict]):
+        self.path, self.records = path, list(records)
+        path.write_text("".join(json.dumps(r) + "\n" for r in self.records), encoding="utf-8")
 
     def __call__(self, record: dict) -> None:
+        self.records.append(record)
         with self.path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
