@@ -4,19 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+from torch import nn
+
 from fedpref.algorithms.base import Algorithm, ClientInfo
 from fedpref.algorithms.centralized import CL, MultiCL
 from fedpref.algorithms.fedavg import FedAvg
+from fedpref.algorithms.fedbiscuit import FedBiscuit
+from fedpref.algorithms.fedgd import FedGD
+from fedpref.algorithms.fl_target import FLTarget
 from fedpref.algorithms.local import Local
+from fedpref.algorithms.soft_fl import SoftFL, orthogonal_adapter_inits
 from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
 
-Builder = Callable[[ExperimentConfig, list[ClientInfo], State], Algorithm]
+# (config, client infos, initial adapter state, the reward model) -> algorithm; the model is for
+# methods whose initialization depends on the backbone (Soft-FL's orthogonal adapters).
+Builder = Callable[[ExperimentConfig, list[ClientInfo], State, nn.Module], Algorithm]
 
 
-def _fl(cfg, infos, init):
-    return FedAvg(infos, init, cfg.federation.rounds, cfg.federation.clients_per_round, cfg.train.local_steps,
-                  cfg.seed)
+def _fl(cfg, infos, init, model):
+    return FedAvg(infos, init, cfg.federation.rounds, cfg.federation.clients_per_round, cfg.train.local_steps, cfg.seed)
 
 
 def _centralized_steps(cfg: ExperimentConfig, models: int = 1) -> int:
@@ -24,20 +32,77 @@ def _centralized_steps(cfg: ExperimentConfig, models: int = 1) -> int:
     return -(-cfg.federation.clients_per_round * cfg.train.local_steps // models)
 
 
-def _multi_cl(cfg, infos, init):
+def _multi_cl(cfg, infos, init, model):
     groups = {c.true_group for c in infos}
     return MultiCL(infos, init, cfg.federation.rounds, _centralized_steps(cfg, len(groups)))
 
 
+def _fl_target(cfg, infos, init, model):
+    f = cfg.federation
+    return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed)
+
+
+def _fedgd(cfg, infos, init, model):
+    a, f = cfg.algorithm, cfg.federation
+    return FedGD(
+        infos,
+        init,
+        f.rounds,
+        num_models=a.num_models,
+        clients_per_round=f.clients_per_round,
+        local_steps=cfg.train.local_steps,
+        reassign_every=a.reassign_every,
+        mixing=a.mixing,
+        phase2_start=a.phase2_start,
+        seed=cfg.seed,
+    )
+
+
+def _fedbiscuit(cfg, infos, init, model):
+    a, f = cfg.algorithm, cfg.federation
+    return FedBiscuit(
+        infos,
+        init,
+        f.rounds,
+        num_models=a.num_models,
+        clients_per_round=f.clients_per_round,
+        local_steps=cfg.train.local_steps,
+        reassign_every=a.reassign_every,
+        seed=cfg.seed,
+    )
+
+
+def _soft_fl(cfg, infos, init, model):
+    a, f = cfg.algorithm, cfg.federation
+    inits = orthogonal_adapter_inits(model, init, a.num_models, generator=torch.Generator().manual_seed(cfg.seed))
+    return SoftFL(
+        infos,
+        init,
+        f.rounds,
+        num_models=a.num_models,
+        clients_per_round=f.clients_per_round,
+        local_steps=cfg.train.local_steps,
+        refresh_every=a.reassign_every,
+        seed=cfg.seed,
+        initial_models=inits,
+    )
+
+
 BUILDERS: dict[str, Builder] = {
-    "Local": lambda cfg, infos, init: Local(infos, init, 0),
-    "CL": lambda cfg, infos, init: CL(infos, init, cfg.federation.rounds, _centralized_steps(cfg)),
+    "Local": lambda cfg, infos, init, model: Local(infos, init, 0),
+    "CL": lambda cfg, infos, init, model: CL(infos, init, cfg.federation.rounds, _centralized_steps(cfg)),
     "Multi-CL": _multi_cl,
     "FL": _fl,
+    "FL_target": _fl_target,
+    "FedGD": _fedgd,
+    "FedBiscuit": _fedbiscuit,
+    "Soft-FL": _soft_fl,
 }
 
 
-def build_algorithm(name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init: State) -> Algorithm:
+def build_algorithm(
+    name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module
+) -> Algorithm:
     if name not in BUILDERS:
         raise NotImplementedError(f"method '{name}' is not implemented yet (available: {', '.join(BUILDERS)})")
-    return BUILDERS[name](cfg, infos, init)
+    return BUILDERS[name](cfg, infos, init, model)
