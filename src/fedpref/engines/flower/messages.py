@@ -1,0 +1,187 @@
+"""Pure conversions between the engine contract (Task, Reply) and Flower RecordDicts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from fedpref.algorithms.base import EVALUATE, ClientInfo, Reply, Task
+from fedpref.models.adapters import State
+
+TASK, REPLY, METRICS, STATE, MODEL = "fedpref.task", "fedpref.reply", "fedpref.metrics", "fedpref.state", "model."
+PAYLOAD, MEMORY = "fedpref.payload", "fedpref.memory"
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """Where a task sits in the run: the parts of its torch.Generator's seed, and its place in the stage."""
+
+    method: str
+    round: int
+    stage: int
+    index: int
+
+
+def state_to_record(state: State) -> ArrayRecord:
+    """Adapter/head tensors as an ArrayRecord (same keys, order, dtypes and values)."""
+    record = ArrayRecord()
+    for name, tensor in state.items():
+        record[name] = Array(tensor.detach().cpu().contiguous().numpy())
+    return record
+
+
+def record_to_state(record: ArrayRecord) -> State:
+    return {name: torch.from_numpy(array.numpy().copy()) for name, array in record.items()}
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, default=lambda o: o.item() if hasattr(o, "item") else repr(o))
+
+
+def _is_metric(value: Any) -> bool:
+    """Whether a MetricRecord holds `value` exactly: a number or a non-empty list of one number type."""
+    if isinstance(value, list):
+        return bool(value) and len({type(v) for v in value}) == 1 and _is_number(value[0])
+    return _is_number(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def message_type(action: str) -> str:
+    """The Flower message type of a task: "evaluate" for evaluation, "train" for every kind of training."""
+    return "evaluate" if action == EVALUATE else "train"
+
+
+def _split_payload(payload: dict[str, Any]) -> tuple[ArrayRecord, str]:
+    """Top-level tensors as arrays (exact); everything else as JSON (numbers, strings, lists, dicts, None)."""
+    tensors = {k: v for k, v in payload.items() if isinstance(v, torch.Tensor)}
+    rest = {k: v for k, v in payload.items() if k not in tensors}
+    return state_to_record(tensors), json.dumps({"order": list(payload), "values": rest})
+
+
+def _join_payload(arrays: ArrayRecord | None, text: str) -> dict[str, Any]:
+    parsed = json.loads(text)
+    values = {**parsed["values"], **(record_to_state(arrays) if arrays is not None else {})}
+    return {k: values[k] for k in parsed["order"]}
+
+
+def task_to_content(task: Task, key: TaskKey) -> RecordDict:
+    """A task as message content: its fields and key in a ConfigRecord, each model in an ArrayRecord."""
+    config = ConfigRecord(
+        {
+            "client_id": task.client_id,
+            "action": task.action,
+            "steps": task.steps,
+            "tag": _dump(task.tag),
+            "num_models": len(task.models),
+            "method": key.method,
+            "round": key.round,
+            "stage": key.stage,
+            "index": key.index,
+        }
+    )
+    content = RecordDict({TASK: config})
+    for k, model in enumerate(task.models):
+        content[f"{MODEL}{k}"] = state_to_record(model)
+    if payload := getattr(task, "payload", None):
+        arrays, config["payload"] = _split_payload(payload)
+        content[PAYLOAD] = arrays
+    return content
+
+
+def content_to_task(content: RecordDict) -> tuple[Task, TaskKey]:
+    c = content.config_records[TASK]
+    models = [record_to_state(content.array_records[f"{MODEL}{k}"]) for k in range(int(c["num_models"]))]
+    extra = {"payload": _join_payload(content.array_records.get(PAYLOAD), str(c["payload"]))} if "payload" in c else {}
+    task = Task(str(c["client_id"]), str(c["action"]), models, int(c["steps"]), json.loads(str(c["tag"])), **extra)
+    key = TaskKey(str(c["method"]), int(c["round"]), int(c["stage"]), int(c["index"]))
+    return task, key
+
+
+def reply_to_content(reply: Reply, index: int) -> RecordDict:
+    """A reply as message content; numeric metrics go in a MetricRecord, any others as JSON."""
+    numeric = {k: v for k, v in reply.metrics.items() if _is_metric(v)}
+    other = {k: v for k, v in reply.metrics.items() if k not in numeric}
+    config = ConfigRecord(
+        {
+            "client_id": reply.client_id,
+            "num_examples": reply.num_examples,
+            "tag": _dump(reply.tag),
+            "index": index,
+            "other_metrics": _dump(other),
+            "metric_order": _dump(list(reply.metrics)),
+        }
+    )
+    content = RecordDict({REPLY: config, METRICS: MetricRecord(numeric)})
+    if reply.state is not None:
+        content[STATE] = state_to_record(reply.state)
+    return content
+
+
+def content_to_reply(content: RecordDict) -> tuple[Reply, int]:
+    """The reply and the index of the task it answers."""
+    c = content.config_records[REPLY]
+    merged = {**dict(content.metric_records[METRICS]), **json.loads(str(c["other_metrics"]))}
+    metrics = {k: merged[k] for k in json.loads(str(c["metric_order"]))}
+    state = record_to_state(content.array_records[STATE]) if STATE in content.array_records else None
+    reply = Reply(str(c["client_id"]), int(c["num_examples"]), state, metrics, json.loads(str(c["tag"])))
+    return reply, int(c["index"])
+
+
+def partition_query(config_digest: str) -> RecordDict:
+    """The server's first question to a node; the digest makes a node with a different config refuse."""
+    return RecordDict({TASK: ConfigRecord({"config_digest": config_digest})})
+
+
+def query_digest(content: RecordDict) -> str:
+    return str(content.config_records[TASK]["config_digest"])
+
+
+def info_to_content(info: ClientInfo, partition_id: int, num_partitions: int) -> RecordDict:
+    """A node's answer to the partition query: who it is and how much it holds (never its data)."""
+    config = {"client_id": info.client_id, "num_train": info.num_train, "partition_id": partition_id}
+    config |= {"num_partitions": num_partitions, "group": _dump(info.true_group)}
+    return RecordDict({REPLY: ConfigRecord(config)})
+
+
+def content_to_info(content: RecordDict) -> tuple[ClientInfo, int, int]:
+    """(client info, partition id, number of partitions)."""
+    c = content.config_records[REPLY]
+    info = ClientInfo(str(c["client_id"]), int(c["num_train"]), json.loads(str(c["group"])))
+    return info, int(c["partition_id"]), int(c["num_partitions"])
+
+
+def personalize_to_content(client_id: str, method: str, init: State) -> RecordDict:
+    """The personalization request: the model client `client_id` starts from."""
+    config = ConfigRecord({"client_id": client_id, "method": method})
+    return RecordDict({TASK: config, f"{MODEL}0": state_to_record(init)})
+
+
+def content_to_personalize(content: RecordDict) -> tuple[str, str, State]:
+    c = content.config_records[TASK]
+    return str(c["client_id"]), str(c["method"]), record_to_state(content.array_records[f"{MODEL}0"])
+
+
+def curve_to_content(client_id: str, accuracies: list[float]) -> RecordDict:
+    config = ConfigRecord({"client_id": client_id})
+    return RecordDict({REPLY: config, METRICS: MetricRecord({"acc": [float(a) for a in accuracies]})})
+
+
+def content_to_curve(content: RecordDict) -> tuple[str, list[float]]:
+    client_id = str(content.config_records[REPLY]["client_id"])
+    return client_id, list(content.metric_records[METRICS]["acc"])
+
+
+def memory_to_record(memory: dict[str, Any]) -> ConfigRecord:
+    """A client's private memory (kept in the node's Context.state across messages; never sent)."""
+    return ConfigRecord({"json": json.dumps(memory)})
+
+
+def record_to_memory(record: ConfigRecord) -> dict[str, Any]:
+    return json.loads(str(record["json"]))

@@ -1,0 +1,113 @@
+"""The Flower Simulation Engine gives what the in-process engine gives (configs/tiny.toml, 2 rounds)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.flower
+pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+HAS_FEDGD = importlib.util.find_spec("fedpref.algorithms.fedgd") is not None
+METHODS = ["FL"] + (["FedGD"] if HAS_FEDGD else [])
+# LoRA dropout stays on (tiny: 0.05): its masks come from the global RNG, reseeded from each task's generator.
+OVERRIDES = ["federation.rounds=2", f"algorithm.methods={METHODS!r}"]
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    from fedpref.config import load_config
+
+    return load_config(TINY, OVERRIDES)
+
+
+@pytest.fixture(scope="module")
+def inprocess(cfg) -> dict:
+    """method -> (final algorithm, round log, per-client personalization curves), from the in-process engine."""
+    from fedpref.client.trainer import LocalTrainer
+    from fedpref.engines.inprocess import run_rounds
+    from fedpref.experiments.methods import build_algorithm
+    from fedpref.experiments.runner import optim_configs
+    from fedpref.experiments.setup import build_setup
+
+    setup, (train_opt, pers_opt) = build_setup(cfg), optim_configs(cfg)
+    runs = {}
+    for name in METHODS:
+        algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
+        log = run_rounds(algorithm, setup.clients, LocalTrainer(setup.model, train_opt), cfg.seed)
+        runs[name] = (
+            algorithm,
+            log,
+            personalize_every_client(name, algorithm, setup, cfg, LocalTrainer(setup.model, pers_opt)),
+        )
+    return runs
+
+
+def personalize_every_client(name, algorithm, setup, cfg, trainer) -> dict[str, list[float]]:
+    """What the runner's personalization does in-process, client by client."""
+    from fedpref.client.personalize import personalize
+    from fedpref.client.worker import task_generator
+
+    steps = cfg.personalization.steps
+    return {
+        cid: personalize(
+            trainer,
+            algorithm.initialization(cid),
+            c.train,
+            c.test,
+            steps,
+            task_generator(cfg.seed, name, "personalize", cid),
+        )
+        for cid, c in setup.clients.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def flower(cfg) -> dict:
+    """method -> (final algorithm, round log, result), all methods in one Flower simulation."""
+    from fedpref.engines.flower.run import run_flower_methods
+
+    algorithms = {}
+    outcome = run_flower_methods(cfg, METHODS, inspect=algorithms.__setitem__)
+    return {name: (algorithms[name], *outcome[name]) for name in METHODS}
+
+
+def assert_states_close(a: dict, b: dict) -> None:
+    assert list(a) == list(b)
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-5, atol=1e-6, msg=key)
+
+
+def without_timing(log: list[dict]) -> list[dict]:
+    return [{k: v for k, v in record.items() if k not in ("wall_s", "train_loss")} for record in log]
+
+
+def test_fedavg_same_global_model(inprocess, flower) -> None:
+    assert_states_close(inprocess["FL"][0].global_state, flower["FL"][0].global_state)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_same_round_log(method, inprocess, flower) -> None:
+    ours, theirs = inprocess[method][1], flower[method][2]
+    assert without_timing(ours) == without_timing(theirs)
+    assert [r["train_loss"] for r in ours] == pytest.approx([r["train_loss"] for r in theirs], rel=1e-5)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_same_personalization(method, inprocess, flower) -> None:
+    per_client, result = inprocess[method][2], flower[method][1]
+    assert result["engine"] == "flower"
+    assert result["personalization"]["per_client"] == per_client
+
+
+@pytest.mark.skipif(not HAS_FEDGD, reason="fedpref.algorithms.fedgd is not there yet")
+def test_fedgd_same_assignments_and_model(inprocess, flower) -> None:
+    ours, theirs = inprocess["FedGD"][0], flower["FedGD"][0]
+    assert [h for h in ours.history if "assignment" in h] == flower["FedGD"][1]["assignments"]
+    assert ours.history == theirs.history
+    assert ours.frozen == theirs.frozen
+    assert_states_close(ours.phi, theirs.phi)

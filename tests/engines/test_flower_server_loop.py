@@ -1,0 +1,117 @@
+"""The ServerApp's round loop over a fake in-memory Grid: ordering, errors, timeouts (no Ray, no model)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("flwr")
+
+from flwr.app import Error, Message  # noqa: E402
+
+from fedpref.algorithms.base import ClientInfo, Reply  # noqa: E402
+from fedpref.algorithms.fedavg import FedAvg  # noqa: E402
+from fedpref.engines.flower import messages as m  # noqa: E402
+from fedpref.engines.flower import server_app  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def task_identity(monkeypatch):
+    """What a ServerApp process has set when it creates messages: its run, task and node."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for name, value in (("_run_id", 1), ("_task_id", 1), ("_node_id", 0)):
+        monkeypatch.setattr(TaskIdentity, name, value)
+
+
+INIT = {"lora.weight": torch.zeros(2, 2), "head.bias": torch.zeros(1)}
+
+
+class FakeGrid:
+    """Nodes answer at push time; a node in `silent` never answers, one in `failing` answers with an error."""
+
+    def __init__(self, num: int, failing: set[int] = frozenset(), silent: set[int] = frozenset()):
+        self.partition_of = {1000 + 7 * (num - p): p for p in range(num)}  # node ids unrelated to partitions
+        self.num, self.failing, self.silent = num, failing, silent
+        self.replies: dict[str, Message] = {}
+
+    def get_node_ids(self) -> list[int]:
+        return list(self.partition_of)
+
+    def push_messages(self, messages: list[Message]) -> list[str]:
+        ids = []
+        for msg in messages:
+            msg.metadata.__dict__["_message_id"] = msg.object_id
+            ids.append(msg.object_id)
+            partition = self.partition_of[msg.metadata.dst_node_id]
+            if partition not in self.silent:
+                self.replies[msg.object_id] = self.answer(msg, partition)
+        return ids
+
+    def pull_messages(self, ids: list[str]) -> list[Message]:
+        return [self.replies.pop(i) for i in ids if i in self.replies]
+
+    def answer(self, msg: Message, partition: int) -> Message:
+        kind = msg.metadata.message_type
+        if partition in self.failing and kind != "query.partition":
+            return Message(Error(code=1, reason="boom"), reply_to=msg)
+        if kind == "query.partition":
+            return Message(
+                m.info_to_content(ClientInfo(f"c{partition}", 10 * (partition + 1)), partition, self.num), reply_to=msg
+            )
+        if kind == "query.personalize":
+            return Message(m.curve_to_content(m.content_to_personalize(msg.content)[0], [50.0, 75.0]), reply_to=msg)
+        task, key = m.content_to_task(msg.content)
+        state = {k: v + partition + 1 for k, v in task.models[0].items()}
+        reply = Reply(task.client_id, 10 * (partition + 1), state, {"train_loss": 0.5}, task.tag)
+        return Message(m.reply_to_content(reply, key.index), reply_to=msg)
+
+
+def fedavg(peers: server_app.Peers, rounds: int = 1) -> FedAvg:
+    return FedAvg(peers.infos, INIT, rounds, clients_per_round=len(peers.infos), local_steps=1, seed=0)
+
+
+def test_discover_orders_clients_by_partition() -> None:
+    peers = server_app.discover(FakeGrid(4), "digest", wait_s=1.0, timeout_s=1.0)
+    assert [c.client_id for c in peers.infos] == ["c0", "c1", "c2", "c3"]
+    assert [c.num_train for c in peers.infos] == [10, 20, 30, 40]
+
+
+def test_failed_and_silent_nodes_are_left_out_and_logged() -> None:
+    grid = FakeGrid(4, failing={1}, silent={3})
+    peers = server_app.discover(FakeGrid(4), "digest", wait_s=1.0, timeout_s=1.0)
+    algorithm = fedavg(peers)
+    log = server_app.run_rounds_over_grid(grid, algorithm, peers, timeout_s=0.3)
+    assert sorted(log[0]["dropped"]) == ["c1", "c3"]
+    expected = (10 * 1 + 30 * 3) / (10 + 30)  # size-weighted mean of c0 (+1) and c2 (+3)
+    assert torch.allclose(algorithm.global_state["lora.weight"], torch.full((2, 2), expected))
+
+
+def test_a_stage_without_replies_keeps_the_previous_model() -> None:
+    grid = FakeGrid(2, failing={0, 1})
+    peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0)
+    algorithm = fedavg(peers, rounds=2)
+    log = server_app.run_rounds_over_grid(grid, algorithm, peers, timeout_s=0.3)
+    assert [sorted(r["dropped"]) for r in log] == [["c0", "c1"], ["c0", "c1"]]
+    assert all(torch.equal(algorithm.global_state[k], INIT[k]) for k in INIT)
+
+
+def test_personalization_reports_missing_clients() -> None:
+    from fedpref.config import ExperimentConfig
+
+    cfg = ExperimentConfig()
+    cfg.personalization.steps = [0, 10]
+    grid = FakeGrid(3, silent={2})
+    peers = server_app.discover(FakeGrid(3), "digest", wait_s=1.0, timeout_s=1.0)
+    curves = server_app.personalize_over_grid(grid, fedavg(peers), peers, cfg, timeout_s=0.3)
+    assert curves["missing"] == ["c2"]
+    assert curves["acc_mean"] == [50.0, 75.0]
+
+
+def test_discover_fails_clearly_when_a_partition_never_answers() -> None:
+    class Partial(FakeGrid):
+        def get_node_ids(self) -> list[int]:
+            return list(self.partition_of)[:-1]
+
+    with pytest.raises(RuntimeError, match="answered within"):
+        server_app.discover(Partial(3), "digest", wait_s=0.5, timeout_s=0.3)
