@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import nn
@@ -12,10 +13,12 @@ from fedpref.algorithms.centralized import CL, MultiCL
 from fedpref.algorithms.fedavg import FedAvg
 from fedpref.algorithms.fedbiscuit import FedBiscuit
 from fedpref.algorithms.fedgd import FedGD
+from fedpref.algorithms.fedvpa import VARIANTS, build_fedvpa
 from fedpref.algorithms.fl_target import FLTarget
 from fedpref.algorithms.local import Local
 from fedpref.algorithms.soft_fl import SoftFL, orthogonal_adapter_inits
 from fedpref.config import ExperimentConfig
+from fedpref.errors import ConfigError
 from fedpref.models.adapters import State
 
 # (config, client infos, initial adapter state, the reward model) -> algorithm; the model is for
@@ -97,12 +100,17 @@ BUILDERS: dict[str, Builder] = {
     "FedGD": _fedgd,
     "FedBiscuit": _fedbiscuit,
     "Soft-FL": _soft_fl,
+    **{name: partial(build_fedvpa, name) for name in VARIANTS},  # FedVPL, FedVPL+Ortho, FedVPL+GB, FedVPA-GP
 }
 
 
 def build_algorithm(
     name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module
 ) -> Algorithm:
+    """The method's server algorithm; an impossible setting for this data is a one-line ConfigError."""
     if name not in BUILDERS:
-        raise NotImplementedError(f"method '{name}' is not implemented yet (available: {', '.join(BUILDERS)})")
-    return BUILDERS[name](cfg, infos, init, model)
+        raise ConfigError(f"method '{name}' is not implemented yet (available: {', '.join(BUILDERS)})")
+    try:
+        return BUILDERS[name](cfg, infos, init, model)
+    except ValueError as e:  # the algorithms check their arguments against the actual clients
+        raise ConfigError(f"{name}: {e}") from None
