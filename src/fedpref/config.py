@@ -14,7 +14,23 @@ from typing import Any
 
 from fedpref.errors import ConfigError
 
-METHODS = ("Local", "CL", "Multi-CL", "FL", "FL_target", "FedGD", "FedBiscuit", "Soft-FL")
+METHODS = (
+    "Local",
+    "CL",
+    "Multi-CL",
+    "FL",
+    "FL_target",
+    "FedGD",
+    "FedBiscuit",
+    "Soft-FL",
+    "FedVPL",
+    "FedVPL+Ortho",
+    "FedVPL+GB",
+    "FedVPA-GP",
+)
+VARIATIONAL_METHODS = ("FedVPL", "FedVPL+Ortho", "FedVPL+GB", "FedVPA-GP")  # fedpref.algorithms.fedvpa.VARIANTS
+CONDITIONINGS = ("projected", "additive")
+LATENT_CONTEXTS = ("other_half", "pair")
 DATA_SOURCES = ("synthetic", "jsonl")
 HEADS = ("scalar", "selector")
 PHASE2_STARTS = ("fresh", "continue")
@@ -111,6 +127,38 @@ class DiagnosticsConfig:
 
 
 @dataclass
+class VariationalConfig:
+    """FedVPA-GP / FedVPL (paper 001); defaults from its Table 4 where it gives one."""
+
+    latent_dim: int = _help("Latent size d (Table 4: 32).", 32)
+    beta: float = _help("KL weight beta (Table 4: 0.01).", 0.01)
+    lambda_orth: float = _help("Orthogonal loss weight lambda (Table 4: 1.0).", 1.0)
+    gamma: float = _help("Orthonormality weight gamma inside the orthogonal loss (Table 4: 0.1).", 0.1)
+    tau: float = _help("Gumbel-Softmax temperature tau of the mixture weights (Table 4: 1.0).", 1.0)
+    prototype_scale: float = _help(
+        "Prototype radius s (Table 4: 5.0); orthonormality is penalized on P / s, so radius s costs nothing.", 5.0
+    )
+    num_prototypes: int = _help("Orthogonal prototypes M = k of the balanced k-means (Sec. 5.1: 2).", 2)
+    sigma_max: float = _help(
+        "Cap on the posterior std: log sigma^2 <= log sigma_max^2 (Sec. 4.1; not given in the paper).", 0.5
+    )
+    p_logit: float = _help("Base-logit dropout rate in training (Sec. 4.4: 0.5 Qwen-2, 0.0 Gemma).", 0.0)
+    feature_dim: int = _help("Feature-extractor output size (MLP H -> 2F -> F; not given in the paper).", 64)
+    conditioning: str = _help(
+        "'projected': shift_k = f(z) . W h_k per response (content-aware); 'additive': the paper's "
+        "logits_base + f(z), a shift of the A/B logits that ignores the responses.",
+        "projected",
+    )
+    latent_context: str = _help(
+        "Training z of a pair: 'other_half' (from the other half of its batch, never its own label; like the "
+        "test-time z from a client's training pairs) or 'pair' (its own chosen-minus-rejected embedding, "
+        "Algorithm 2 line 14; leaks the label into z).",
+        "other_half",
+    )
+    gumbel_lr: float = _help("Learning rate of the client's Gumbel logits pi (0: train.lr).", 0.0)
+
+
+@dataclass
 class ExperimentConfig:
     name: str = _help("Experiment name (used for the default output folder).", "experiment")
     seed: int = _help("Seed for data, sampling, initialization and batches.", 0)
@@ -123,6 +171,7 @@ class ExperimentConfig:
     personalization: PersonalizationConfig = field(default_factory=PersonalizationConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
+    variational: VariationalConfig = field(default_factory=VariationalConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -254,6 +303,7 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.diagnostics.eta >= 0, "diagnostics.eta", "must be >= 0")
     need(c.diagnostics.steps >= 0, "diagnostics.steps", "must be >= 0")
     need(0.0 <= c.diagnostics.body_fraction <= 1.0, "diagnostics.body_fraction", "must be in [0, 1]")
+    _validate_variational(c, need)
     bad = [m for m in c.algorithm.methods if m not in METHODS]
     need(not bad, "algorithm.methods", f"has unknown method(s) {bad}; choose from {', '.join(METHODS)}")
     need(bool(c.algorithm.methods), "algorithm.methods", "must name at least one method")
@@ -273,6 +323,26 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
         "algorithm.phase2_start",
         f"must be one of {', '.join(PHASE2_STARTS)}",
     )
+
+
+def _validate_variational(c: ExperimentConfig, need) -> None:
+    v = c.variational
+    need(v.latent_dim >= 1, "variational.latent_dim", "must be >= 1")
+    need(1 <= v.num_prototypes <= v.latent_dim, "variational.num_prototypes", "must be in [1, variational.latent_dim]")
+    for key in ("beta", "lambda_orth", "gamma", "gumbel_lr"):
+        need(getattr(v, key) >= 0, f"variational.{key}", "must be >= 0")
+    for key in ("tau", "prototype_scale", "sigma_max"):
+        need(getattr(v, key) > 0, f"variational.{key}", "must be > 0")
+    need(0.0 <= v.p_logit < 1.0, "variational.p_logit", "must be in [0, 1)")
+    need(v.feature_dim >= 1, "variational.feature_dim", "must be >= 1")
+    need(v.conditioning in CONDITIONINGS, "variational.conditioning", f"must be one of {', '.join(CONDITIONINGS)}")
+    need(
+        v.latent_context in LATENT_CONTEXTS,
+        "variational.latent_context",
+        f"must be one of {', '.join(LATENT_CONTEXTS)}",
+    )
+    if any(m in VARIATIONAL_METHODS for m in c.algorithm.methods):
+        need(c.model.head == "scalar", "model.head", "must be 'scalar' for FedVPL / FedVPA-GP (encoder path only)")
 
 
 def option_help() -> list[tuple[str, str, str]]:

@@ -18,6 +18,7 @@ from fedpref.models.adapters import State
 
 TRAIN = "train"
 EVALUATE = "evaluate"
+TRAIN_VARIATIONAL = "train_variational"  # FedVPA-GP / FedVPL local step (fedpref.client.variational)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Task:
     models: list[State]
     steps: int = 0
     tag: Any = None  # the algorithm's own bookkeeping, returned unchanged in the reply
+    payload: dict = field(default_factory=dict)  # small extra inputs (floats, lists, tensors), e.g. a latent prior
 
 
 @dataclass

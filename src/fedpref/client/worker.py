@@ -7,12 +7,13 @@ small statistics, never pairs.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from fedpref.algorithms.base import EVALUATE, TRAIN, Reply, Task
+from fedpref.algorithms.base import EVALUATE, TRAIN, TRAIN_VARIATIONAL, Reply, Task
 from fedpref.client.trainer import LocalTrainer
+from fedpref.client.variational import train_variational
 from fedpref.models.encoded import EncodedPairs
 
 
@@ -23,6 +24,7 @@ class EncodedClient:
     train: EncodedPairs
     val: EncodedPairs
     test: EncodedPairs
+    memory: dict = field(default_factory=dict)  # client-side state that never leaves the client (e.g. Gumbel logits)
 
 
 def task_generator(seed: int, *parts: object) -> torch.Generator:
@@ -40,6 +42,8 @@ def handle_task(task: Task, client: EncodedClient, trainer: LocalTrainer, genera
         results = [trainer.evaluate(m, client.val) for m in task.models]
         metrics = {"val_loss": [r.loss for r in results], "val_acc": [r.accuracy for r in results]}
         return Reply(client.client_id, len(client.train), metrics=metrics, tag=task.tag)
+    if task.action == TRAIN_VARIATIONAL:
+        return train_variational(task, client, trainer, generator)
     raise ValueError(f"unknown task action {task.action!r}")
 
 

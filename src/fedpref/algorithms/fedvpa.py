@@ -1,0 +1,224 @@
+"""FedVPA-GP, FedVPL and their ablations: server side of Stage 1 (paper 001, Algorithm 1 lines 1-14)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedpref.algorithms.aggregation import copy_state, uniform_average
+from fedpref.algorithms.base import TRAIN_VARIATIONAL, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.sampling import uniform_sample
+from fedpref.algorithms.variational_math import balanced_kmeans, match_clusters
+from fedpref.models.adapters import State
+from fedpref.models.variational import BASE_PREFIX, VariationalSpec, variational_model
+
+log = logging.getLogger(__name__)
+
+PRIORS = ("standard", "mixture")
+# method name -> (prior, orthogonal loss); FedVPL is the paper's naive federated VPL (App. C.4).
+VARIANTS: dict[str, tuple[str, bool]] = {
+    "FedVPL": ("standard", False),
+    "FedVPL+Ortho": ("standard", True),
+    "FedVPL+GB": ("mixture", False),
+    "FedVPA-GP": ("mixture", True),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Variant and loss weights (Eq. 10-11) the server sends to every client (`Task.payload["loss"]`)."""
+
+    prior: str = "mixture"
+    orthogonal: bool = True
+    beta: float = 0.01
+    lambda_orth: float = 1.0
+    gamma: float = 0.1
+    tau: float = 1.0
+    gumbel_lr: float = 0.0
+
+    def loss_payload(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "prior"}
+
+
+def read_statistics(reply: Reply, latent_dim: int) -> tuple[list[float], list[float]] | None:
+    """(mu, var) of a reply; None (skip the peer) when non-finite or negative; a size mismatch is an error."""
+    mu, var = reply.metrics.get("latent_mu"), reply.metrics.get("latent_var")
+    if mu is None or var is None:
+        raise ValueError(f"client {reply.client_id} sent no latent statistics (latent_mu / latent_var)")
+    if len(mu) != latent_dim or len(var) != latent_dim:
+        raise ValueError(
+            f"client {reply.client_id} sent latent statistics of sizes {len(mu)}/{len(var)}; "
+            f"the latent size is {latent_dim}"
+        )
+    values = [float(x) for x in (*mu, *var)]
+    if not all(math.isfinite(x) for x in values) or min(var) < 0:
+        return None
+    return [float(x) for x in mu], [float(x) for x in var]
+
+
+class FedVPA(Algorithm):
+    """Uniform sampling; uniform averaging of the shared weights (Algorithm 1 lines 11-12); the round's
+    participants' (mu, var) become the next round's mixture prior (line 13); balanced k-means over their
+    means gives the prototype indices (Sec. 4.2). Round 0 (and FedVPL) uses N(0, I).
+    """
+
+    def __init__(
+        self,
+        clients: list[ClientInfo],
+        init_state: State,
+        num_rounds: int,
+        clients_per_round: int,
+        local_steps: int,
+        seed: int,
+        spec: VariationalSpec,
+        settings: Settings,
+        name: str = "FedVPA-GP",
+    ):
+        super().__init__(clients, init_state, num_rounds)
+        if settings.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {', '.join(PRIORS)}, got {settings.prior!r}")
+        self.name, self.spec, self.settings = name, spec, settings
+        self.global_state = copy_state(init_state)
+        self.clients_per_round, self.local_steps, self.seed = clients_per_round, local_steps, seed
+        self.rng = np.random.default_rng(seed)
+        self.prior: dict | None = None  # {"ids", "mu", "var"} of the last round's valid participants
+        self.prototype_of: dict[str, int] = {}  # k-means label of the last round's participants
+        self.cluster_centroids: list[tuple[list[float], int]] = []  # (centroid, prototype index)
+        self.last_mean: dict[str, list[float]] = {}
+        self.latent_trace: list[dict] = []  # per round: client -> mean mu (for Figure-3-style plots)
+        self._trained_round = -1
+
+    # ------------------------------------------------------------ tasks
+
+    def next_tasks(self, round_idx: int) -> list[Task]:
+        if round_idx >= self.num_rounds or self._trained_round == round_idx:
+            return []
+        self._trained_round = round_idx
+        sampled = uniform_sample([c.client_id for c in self.clients], self.clients_per_round, self.rng)
+        protos = {c: self.prototype_index(c) for c in sampled}
+        prior = self.prior if self.settings.prior == "mixture" else None
+        self.history.append(
+            {"round": round_idx, "sampled": sampled, "prior_components": len(prior["ids"]) if prior else 0}
+        )
+        if self.settings.orthogonal:
+            self.history[-1]["prototype_index"] = protos
+        return [
+            Task(c, TRAIN_VARIATIONAL, [self.global_state], self.local_steps, None, self.payload(prior, protos[c]))
+            for c in sampled
+        ]
+
+    def payload(self, prior: dict | None, prototype: int | None) -> dict:
+        out = {"spec": self.spec.to_payload(), "loss": self.settings.loss_payload(), "prototype": prototype}
+        if prior is not None:
+            out["prior"] = prior
+        return out
+
+    def prototype_index(self, client_id: str) -> int | None:
+        """The client's k-means label from last round; else its last mean's nearest centroid; else none."""
+        if not self.settings.orthogonal:
+            return None
+        if client_id in self.prototype_of:
+            return self.prototype_of[client_id]
+        if client_id in self.last_mean and self.cluster_centroids:
+            mean = np.asarray(self.last_mean[client_id])
+            dists = [float(((mean - np.asarray(c)) ** 2).sum()) for c, _ in self.cluster_centroids]
+            return self.cluster_centroids[int(np.argmin(dists))][1]
+        return None
+
+    # ------------------------------------------------------------ aggregation
+
+    def receive(self, round_idx: int, replies: list[Reply]) -> None:
+        if not replies:  # a round with no replies keeps the model and the prior
+            return
+        self.global_state = uniform_average([r.state for r in replies])
+        stats, skipped = {}, []
+        for r in replies:
+            s = read_statistics(r, self.spec.latent_dim)
+            if s is None:
+                skipped.append(r.client_id)
+            else:
+                stats[r.client_id] = s
+        if skipped:
+            log.warning(
+                "%s round %d: non-finite latent statistics from %s; left out of the prior",
+                self.name,
+                round_idx,
+                ", ".join(skipped),
+            )
+        if self.history and self.history[-1].get("round") == round_idx:
+            self.history[-1]["skipped_statistics"] = skipped
+        self.update_prior(round_idx, stats)
+
+    def update_prior(self, round_idx: int, stats: dict[str, tuple[list[float], list[float]]]) -> None:
+        """Next round's prior and prototype labels from this round's valid statistics."""
+        self.latent_trace.append({"round": round_idx, "means": {c: mu for c, (mu, _) in stats.items()}})
+        self.last_mean.update({c: mu for c, (mu, _) in stats.items()})
+        if not stats:
+            log.warning("%s round %d: no valid latent statistics; next round uses N(0, I)", self.name, round_idx)
+            self.prior, self.prototype_of, self.cluster_centroids = None, {}, []
+            return
+        ids = list(stats)
+        self.prior = {"ids": ids, "mu": [stats[c][0] for c in ids], "var": [stats[c][1] for c in ids]}
+        if self.settings.orthogonal:
+            self.assign_prototypes(ids, np.array(self.prior["mu"]))
+
+    def assign_prototypes(self, ids: list[str], means: np.ndarray) -> None:
+        """Balanced k-means (k = M) over the client means, clusters matched to the shared prototypes."""
+        labels, centroids = balanced_kmeans(means, self.spec.num_prototypes, seed=self.seed)
+        prototypes = self.global_state["prototypes"].detach().double().cpu().numpy()
+        to_proto = match_clusters(centroids, prototypes)
+        self.prototype_of = {c: to_proto[int(k)] for c, k in zip(ids, labels)}
+        self.cluster_centroids = [(centroids[k].tolist(), to_proto[k]) for k in range(len(centroids))]
+
+    def initialization(self, client_id: str) -> State:
+        """The reward-model part (LoRA + scalar head) of the shared state, for the runner's personalization.
+
+        The latent-conditioned selector itself is evaluated by `fedpref.client.variational.evaluate_variational`.
+        """
+        return {k[len(BASE_PREFIX) :]: v for k, v in self.global_state.items() if k.startswith(BASE_PREFIX)}
+
+    def evaluate(self, reward_model: nn.Module, clients: dict, chunk: int = 64) -> dict:
+        """`evaluate_variational` of the current shared state, plus the per-round latent trace.
+
+        For the runner (not wired in yet): after `run_global`, `algorithm.evaluate(setup.model, setup.clients)`
+        (or held-out clients, for the paper's unseen-client table) gives the dict to store in results.json.
+        """
+        from fedpref.client.variational import evaluate_variational
+
+        model = variational_model(reward_model, self.spec)
+        result = evaluate_variational(model, clients, self.global_state, chunk)
+        return {**result, "latent_trace": self.latent_trace}
+
+
+def spec_from_config(cfg) -> VariationalSpec:
+    """The architecture part of `cfg.variational` (seeded by the experiment seed)."""
+    v = cfg.variational
+    return VariationalSpec(
+        latent_dim=v.latent_dim,
+        feature_dim=v.feature_dim,
+        sigma_max=v.sigma_max,
+        p_logit=v.p_logit,
+        num_prototypes=v.num_prototypes,
+        prototype_scale=v.prototype_scale,
+        conditioning=v.conditioning,
+        latent_context=v.latent_context,
+        seed=cfg.seed,
+    )
+
+
+def build_fedvpa(name: str, cfg, infos: list[ClientInfo], init: State, model: nn.Module) -> FedVPA:
+    """A methods.BUILDERS entry: the variant `name` of VARIANTS, configured from `cfg.variational`."""
+    prior, orthogonal = VARIANTS[name]
+    v, spec = cfg.variational, spec_from_config(cfg)
+    settings = Settings(prior, orthogonal, v.beta, v.lambda_orth, v.gamma, v.tau, v.gumbel_lr)
+    with torch.no_grad():
+        init_state = variational_model(model, spec).initial_state(init)
+    f = cfg.federation
+    return FedVPA(
+        infos, init_state, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, spec, settings, name
+    )

@@ -1,0 +1,227 @@
+"""Client side of FedVPA-GP / FedVPL (paper 001, Algorithm 2) and its leakage-free evaluation."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fedpref.algorithms.base import Reply, Task
+from fedpref.algorithms.variational_math import (
+    gumbel_softmax_log_weights,
+    kl_mixture_mc,
+    kl_standard_normal,
+    latent_separation,
+    mean_spread,
+    orthogonal_loss,
+)
+from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig, seed_global_rng
+from fedpref.models.adapters import State, load_trainable_state, trainable_state
+from fedpref.models.encoded import EncodedPairs
+from fedpref.models.variational import (
+    TrainOutputs,
+    VariationalSelector,
+    VariationalSpec,
+    position_flags,
+    variational_model,
+)
+
+log = logging.getLogger(__name__)
+GUMBEL_KEY = "gumbel_logits"  # client.memory[GUMBEL_KEY]: {peer client id: log pi_j}, never sent
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """Weights of Eq. 10 and the prior's settings, sent by the server in `Task.payload["loss"]`."""
+
+    beta: float = 0.01
+    lambda_orth: float = 1.0
+    gamma: float = 0.1
+    tau: float = 1.0
+    orthogonal: bool = True
+    gumbel_lr: float = 0.0  # 0: the training learning rate
+
+
+@dataclass
+class PeerPrior:
+    """The previous round's participants' (mu_j, var_j) (Algorithm 1 line 13), as detached tensors."""
+
+    ids: list[str]
+    mu: torch.Tensor  # (S, d)
+    var: torch.Tensor  # (S, d)
+
+    @classmethod
+    def from_payload(cls, prior: dict, device: torch.device | str) -> PeerPrior:
+        mu = torch.tensor(prior["mu"], dtype=torch.float32, device=device)
+        var = torch.tensor(prior["var"], dtype=torch.float32, device=device)
+        return cls(list(prior["ids"]), mu, var)
+
+
+# ---------------------------------------------------------------- local training (Algorithm 2)
+
+
+def local_loss(
+    out: TrainOutputs,
+    settings: LossSettings,
+    prototypes: torch.Tensor,
+    scale: float,
+    prototype_index: int | None,
+    prior: PeerPrior | None,
+    log_weights: torch.Tensor | None,
+) -> dict[str, torch.Tensor]:
+    """L_recon + beta * KL(q || prior) + lambda * L_orth (Eq. 10-11; Algorithm 2 lines 19-22), batch means.
+
+    The KL and the pull term use each pair's context posterior and its sample z; with the mixture prior the
+    KL is the one-sample Monte Carlo estimate of Eq. 16 under Gumbel-Softmax weights (Eq. 8).
+    """
+    recon = F.cross_entropy(out.logits.float(), out.target)
+    z, mu, logvar = out.z.float(), out.ctx_mu.float(), out.ctx_logvar.float()
+    if prior is None:
+        kl = kl_standard_normal(mu, logvar).mean()  # Eq. 37 (first round, FedVPL)
+    else:
+        kl = kl_mixture_mc(z, mu, logvar, log_weights, prior.mu, prior.var).mean()  # Eq. 16
+    orth = torch.zeros((), device=recon.device)
+    if settings.orthogonal:
+        orth = orthogonal_loss(z, prototypes, prototype_index, settings.gamma, scale)
+    loss = recon + settings.beta * kl + settings.lambda_orth * orth
+    return {"loss": loss, "recon": recon, "kl": kl, "orth": orth}
+
+
+def gumbel_logits(memory: dict, peer_ids: list[str], device: torch.device | str) -> torch.Tensor:
+    """The client's learnable log pi_j for the current peers (new peers start at 0: uniform weights)."""
+    known = memory.setdefault(GUMBEL_KEY, {})
+    values = [known.get(pid, 0.0) for pid in peer_ids]
+    return torch.tensor(values, dtype=torch.float32, device=device, requires_grad=True)
+
+
+def store_gumbel_logits(memory: dict, peer_ids: list[str], logits: torch.Tensor) -> None:
+    memory.setdefault(GUMBEL_KEY, {}).update(zip(peer_ids, logits.detach().cpu().tolist()))
+
+
+def make_optimizer(model: VariationalSelector, optim: OptimConfig, extra: list[torch.Tensor], extra_lr: float):
+    """AdamW over the shared trainable weights, plus the client-only Gumbel logits (no weight decay)."""
+    groups = [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    if extra:
+        groups.append({"params": extra, "weight_decay": 0.0, "lr": extra_lr or optim.lr})
+    return torch.optim.AdamW(groups, lr=optim.lr, betas=(optim.beta1, optim.beta2), weight_decay=optim.weight_decay)
+
+
+def train_variational(task: Task, client, trainer: LocalTrainer, generator: torch.Generator) -> Reply:
+    """Run `task.steps` local steps of Algorithm 2; reply with the shared weights and (mean mu, var z).
+
+    `task.payload`: "spec" (VariationalSpec fields), "loss" (LossSettings fields), optional "prior"
+    ({"ids", "mu", "var"}: mixture prior; absent: N(0, I)) and "prototype" (index y_i or None).
+    """
+    payload = task.payload
+    model = variational_model(trainer.model, VariationalSpec(**payload["spec"]))
+    settings = LossSettings(**payload["loss"])
+    device = model.prototypes.device
+    prior = PeerPrior.from_payload(payload["prior"], device) if payload.get("prior") else None
+    load_trainable_state(model, task.models[0])
+    seed_global_rng(generator)
+    pi = gumbel_logits(client.memory, prior.ids, device) if prior else None
+    optimizer = make_optimizer(model, trainer.optim, [pi] if pi is not None else [], settings.gumbel_lr)
+    stream = BatchStream(len(client.train), trainer.optim.batch_size, generator)
+    terms, mus, zs = [], [], []
+    model.train()
+    for _ in range(task.steps):
+        with trainer.autocast():
+            out = model.training_outputs(client.train, stream.next(), generator)
+        log_w = gumbel_softmax_log_weights(pi, settings.tau, generator) if pi is not None else None
+        scale = model.spec.prototype_scale
+        parts = local_loss(out, settings, model.prototypes, scale, payload.get("prototype"), prior, log_w)
+        optimizer.zero_grad(set_to_none=True)
+        parts["loss"].backward()
+        optimizer.step()
+        terms.append({k: v.item() for k, v in parts.items()})
+        mus.append(out.mu.detach().float())
+        zs.append(out.z.detach().float())
+    model.eval()
+    if pi is not None:
+        store_gumbel_logits(client.memory, prior.ids, pi)
+    metrics = {k: statistics.fmean(t[k] for t in terms) for k in terms[0]}
+    metrics["train_loss"] = metrics.pop("loss")
+    metrics.update(latent_statistics(torch.cat(mus), torch.cat(zs)))
+    return Reply(client.client_id, len(client.train), state=trainable_state(model), metrics=metrics, tag=task.tag)
+
+
+def latent_statistics(mus: torch.Tensor, zs: torch.Tensor) -> dict[str, list[float]]:
+    """Algorithm 2 line 26: mean of the posterior means and variance of the sampled z, d floats each."""
+    return {"latent_mu": mus.mean(0).tolist(), "latent_var": zs.var(0, unbiased=False).tolist()}
+
+
+# ---------------------------------------------------------------- evaluation (no label leakage)
+
+
+@torch.inference_mode()
+def client_latent(model: VariationalSelector, train: EncodedPairs, chunk: int = 64) -> tuple[torch.Tensor, float]:
+    """A client's z: the mean posterior mean over its own training pairs; and their mean KL to N(0, I)."""
+    model.eval()
+    mus, kls = [], []
+    for start in range(0, len(train), chunk):
+        mu, logvar = model.pair_posteriors(train, torch.arange(start, min(start + chunk, len(train))))
+        mus.append(mu.float())
+        kls.append(kl_standard_normal(mu, logvar).float())
+    return torch.cat(mus).mean(0), float(torch.cat(kls).mean())
+
+
+@torch.inference_mode()
+def selector_accuracy(model: VariationalSelector, data: EncodedPairs, z: torch.Tensor, chunk: int = 64) -> dict:
+    """Accuracy (%) of argmax logits(A, B | z) on `data`, and of the base logits alone (z's contribution)."""
+    model.eval()
+    hits, base_hits = 0, 0
+    for start in range(0, len(data), chunk):
+        index = torch.arange(start, min(start + chunk, len(data)))
+        base, shift = model.logit_parts(data, index, z.unsqueeze(0))
+        target = (~position_flags(data)[index]).long().to(base.device)
+        hits += int(((base + shift).argmax(-1) == target).sum())
+        base_hits += int((base.argmax(-1) == target).sum())
+    return {"acc": 100.0 * hits / len(data), "base_acc": 100.0 * base_hits / len(data)}
+
+
+def evaluate_client(model: VariationalSelector, client, chunk: int = 64) -> dict:
+    """z from the client's training pairs only, then its test accuracy; works unchanged for unseen clients."""
+    z, kl = client_latent(model, client.train, chunk)
+    result = selector_accuracy(model, client.test, z, chunk)
+    return {**result, "group": client.group, "kl_standard": kl, "latent_mean": z.cpu().tolist()}
+
+
+def evaluate_variational(model: VariationalSelector, clients: dict, state: State, chunk: int = 64) -> dict:
+    """Per-client and per-type accuracy, latent separation and collapse indicators under shared `state`.
+
+    No parameter is updated: clients held out of training (the paper's unseen clients) are evaluated the
+    same way. `model` is `variational_model(reward_model, spec)`; `state` the server's shared state.
+    """
+    load_trainable_state(model, state)
+    per_client = {cid: evaluate_client(model, c, chunk) for cid, c in clients.items()}
+    return summarize(per_client)
+
+
+def summarize(per_client: dict[str, dict]) -> dict:
+    """Means over clients and per true type; silhouette/probe of client means by type; collapse indicators."""
+    groups = sorted({r["group"] for r in per_client.values() if r["group"] is not None})
+    by_group = {
+        g: {
+            "acc": statistics.fmean(r["acc"] for r in per_client.values() if r["group"] == g),
+            "base_acc": statistics.fmean(r["base_acc"] for r in per_client.values() if r["group"] == g),
+        }
+        for g in groups
+    }
+    means = np.array([r["latent_mean"] for r in per_client.values()])
+    labelled = [(r["latent_mean"], r["group"]) for r in per_client.values() if r["group"] is not None]
+    separation = latent_separation(np.array([m for m, _ in labelled]), [g for _, g in labelled]) if labelled else {}
+    return {
+        "acc_mean": statistics.fmean(r["acc"] for r in per_client.values()),
+        "base_acc_mean": statistics.fmean(r["base_acc"] for r in per_client.values()),
+        "by_group": by_group,
+        "separation": separation,
+        "collapse": {
+            "kl_standard_mean": statistics.fmean(r["kl_standard"] for r in per_client.values()),
+            "mean_spread": mean_spread(means),
+        },
+        "per_client": per_client,
+    }

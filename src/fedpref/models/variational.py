@@ -1,0 +1,244 @@
+"""Latent-conditioned A/B selector of FedVPA-GP (paper 001, Sec. 3.2-4.4) on the scalar-reward encoder."""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from fedpref.algorithms.variational_math import cap_logvar, init_prototypes, reparameterize
+from fedpref.errors import ConfigError
+from fedpref.models.adapters import State, trainable_state
+from fedpref.models.encoded import EncodedPairs, pad
+from fedpref.models.scalar_reward import ScalarRewardModel
+
+CONDITIONINGS = ("projected", "additive")
+CONTEXTS = ("other_half", "pair")
+BASE_PREFIX = "base."  # trainable-state keys of the wrapped reward model (LoRA + scalar head)
+
+
+@dataclass(frozen=True)
+class VariationalSpec:
+    """Architecture of the variational modules (everything a client needs to rebuild them).
+
+    conditioning: 'additive' is the paper's logits = logits_base + f(z) (Sec. 4.4), a content-free shift;
+    'projected' makes the shift content-aware: delta_k = f(z) . W h_k for response k (see `logit_shift`).
+    latent_context: 'pair' is Algorithm 2 line 14 (z from the pair's own difference embedding);
+    'other_half' takes each pair's z from the other half of its batch (client-level, as at test time).
+    """
+
+    latent_dim: int = 32
+    feature_dim: int = 64
+    sigma_max: float = 0.5
+    p_logit: float = 0.0
+    num_prototypes: int = 2
+    prototype_scale: float = 5.0
+    conditioning: str = "projected"
+    latent_context: str = "other_half"
+    seed: int = 0
+
+    def to_payload(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class TrainOutputs:
+    """One training batch: A/B logits, targets (0: A chosen), pair posteriors, and the context z."""
+
+    logits: torch.Tensor  # (B, 2)
+    target: torch.Tensor  # (B,)
+    mu: torch.Tensor  # (B, d) per-pair posterior means
+    ctx_mu: torch.Tensor  # (B, d) posterior each pair's z is drawn from
+    ctx_logvar: torch.Tensor  # (B, d)
+    z: torch.Tensor  # (B, d)
+
+
+def position_flags(enc: EncodedPairs) -> torch.Tensor:
+    """(N,) True where the chosen response is A: the selector's flags, else a fixed coin flip per pair."""
+    if enc.chosen_is_a is not None:
+        return enc.chosen_is_a.bool()
+    return torch.rand(len(enc), generator=torch.Generator().manual_seed(len(enc))) < 0.5
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class VariationalSelector(nn.Module):
+    """logits(A, B | z) = logits_base(A, B) + shift(z) (Sec. 4.4); z ~ q(z | dh) (Eq. 5).
+
+    Encoder path: the base logits are the scalar rewards (r_A, r_B) of the two responses (LoRA + head,
+    trained); dh = h_chosen - h_rejected uses the frozen backbone's pooled embedding of each response
+    (adapters disabled, cached once per dataset). Modules: feature extractor H -> 2F -> F, posterior
+    head F -> 2d (mu, log sigma^2 capped at log sigma_max^2), latent projection f: d -> 64 -> 32 -> 2
+    (Table 4), M prototypes (Sec. 4.2), and for 'projected' conditioning W: H -> 2.
+    """
+
+    def __init__(self, base: nn.Module, spec: VariationalSpec):
+        super().__init__()
+        if not isinstance(base, ScalarRewardModel):
+            raise ConfigError(
+                "FedVPA-GP / FedVPL are implemented for encoder backbones with model.head = 'scalar' only "
+                f"(got {type(base).__name__}); the causal-LM selector path is not implemented yet"
+            )
+        check_spec(spec)
+        self.base, self.spec = base, spec
+        hidden, d, f = base.bert.config.hidden_size, spec.latent_dim, spec.feature_dim
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.seed)
+            self.features = nn.Sequential(_mlp([hidden, 2 * f, f]), nn.ReLU())
+            self.posterior = nn.Linear(f, 2 * d)
+            self.latent = _mlp([d, 64, 32, 2])  # f_theta, Table 4
+            self.projection = nn.Linear(hidden, 2, bias=False) if spec.conditioning == "projected" else None
+        nn.init.zeros_(self.latent[-1].weight)  # the shift starts at 0: training starts from the base selector
+        nn.init.zeros_(self.latent[-1].bias)
+        generator = torch.Generator().manual_seed(spec.seed)
+        self.prototypes = nn.Parameter(init_prototypes(spec.num_prototypes, d, spec.prototype_scale, generator))
+        self.to(base.head.weight.device)
+        self.initial_modules = {k: v for k, v in trainable_state(self).items() if not k.startswith(BASE_PREFIX)}
+        self._frozen: dict[int, torch.Tensor] = {}
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.base.train(mode)  # LoRA dropout only; the frozen backbone stays in eval mode
+        return self
+
+    def initial_state(self, base_state: State) -> State:
+        """The starting shared state: the given reward-model state plus these modules' initial weights."""
+        return {**{BASE_PREFIX + k: v.clone() for k, v in base_state.items()}, **self.initial_modules}
+
+    # ------------------------------------------------------------ embeddings
+
+    def frozen_embeddings(self, enc: EncodedPairs) -> torch.Tensor:
+        """(N, 2, H) pooled frozen-backbone embeddings of (chosen, rejected), computed once per dataset."""
+        key = id(enc)
+        if key not in self._frozen:
+            self._frozen[key] = self._pooled_frozen(enc.seqs)
+            weakref.finalize(enc, self._frozen.pop, key, None)
+        return self._frozen[key]
+
+    @torch.no_grad()
+    def _pooled_frozen(self, seqs: list[torch.Tensor], chunk: int = 64) -> torch.Tensor:
+        base, parts = self.base, []
+        with base.encoder.disable_adapter():
+            for start in range(0, len(seqs), chunk):
+                parts.append(pooled(base, seqs[start : start + chunk]).float())
+        return torch.cat(parts).view(-1, 2, parts[0].shape[-1])
+
+    # ------------------------------------------------------------ inference network (Sec. 4.1)
+
+    def pair_posteriors(self, enc: EncodedPairs, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mu, capped log sigma^2), each (B, d), of q(z | dh) for the pairs at `index` (Eq. 5)."""
+        h = self.frozen_embeddings(enc)[index.to(self.prototypes.device)]
+        out = self.posterior(self.features(h[:, 0] - h[:, 1]))
+        mu, logvar = out.chunk(2, dim=-1)
+        return mu, cap_logvar(logvar, self.spec.sigma_max)
+
+    def context(self, mu: torch.Tensor, logvar: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each pair's latent posterior: its own ('pair'), or the mean over the other half of the batch.
+
+        'other_half' averages the posteriors (means and variances) of the half the pair is not in, so a
+        pair's z never depends on its own label (a leave-one-out mean would: it is the batch sum minus the
+        pair's own mu). A batch of one pair falls back to the pair's own posterior.
+        """
+        n = mu.shape[0]
+        if self.spec.latent_context == "pair" or n == 1:
+            return mu, logvar
+        half = n // 2
+        var = logvar.exp()
+        first = (mu[half:].mean(0), var[half:].mean(0))  # context of the first half
+        second = (mu[:half].mean(0), var[:half].mean(0))
+        ctx_mu = torch.cat([first[0].expand(half, -1), second[0].expand(n - half, -1)])
+        ctx_var = torch.cat([first[1].expand(half, -1), second[1].expand(n - half, -1)])
+        return ctx_mu, ctx_var.log()
+
+    # ------------------------------------------------------------ selector (Sec. 4.4)
+
+    def base_logits(self, enc: EncodedPairs, index: torch.Tensor, chosen_is_a: torch.Tensor) -> torch.Tensor:
+        """(B, 2) base logits of (A, B): the trained scalar rewards of the two responses."""
+        seqs = [enc.seqs[2 * i + k] for i in index.tolist() for k in (0, 1)]
+        r = self.base.rewards(seqs).view(-1, 2)  # (chosen, rejected)
+        return torch.where(chosen_is_a.unsqueeze(-1), r, r.flip(-1))
+
+    def logit_shift(self, z: torch.Tensor, h_ab: torch.Tensor) -> torch.Tensor:
+        """(B, 2) shift of the A/B logits: f(z) ('additive'), or f(z) . W h_k per response k ('projected')."""
+        f = self.latent(z)
+        if self.projection is None:
+            return f
+        return (self.projection(h_ab) * f.unsqueeze(1)).sum(-1)
+
+    def logit_parts(self, enc: EncodedPairs, index: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(base, shift), each (B, 2) over (A, B), of the pairs at `index` under z ((d,), (1, d) or (B, d))."""
+        device = self.prototypes.device
+        chosen_is_a = position_flags(enc)[index].to(device)
+        h = self.frozen_embeddings(enc)[index.to(device)]
+        h_ab = torch.where(chosen_is_a[:, None, None], h, h.flip(1))
+        shift = self.logit_shift(z.expand(len(index), -1), h_ab)
+        return self.base_logits(enc, index, chosen_is_a), shift
+
+    def logits(
+        self, enc: EncodedPairs, index: torch.Tensor, z: torch.Tensor, keep_base: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """(B, 2) logits(A, B | z) of the pairs at `index`; `keep_base` (B,) 0/1 drops base logits per pair."""
+        base, shift = self.logit_parts(enc, index, z)
+        if keep_base is not None:
+            base = base * keep_base.unsqueeze(-1).to(base.dtype)
+        return base + shift
+
+    def training_outputs(self, enc: EncodedPairs, index: torch.Tensor, generator: torch.Generator) -> TrainOutputs:
+        """Algorithm 2 lines 11-18 for one batch, with base-logit dropout at rate p_logit."""
+        mu, logvar = self.pair_posteriors(enc, index)
+        ctx_mu, ctx_logvar = self.context(mu, logvar)
+        z = reparameterize(ctx_mu, ctx_logvar, generator)
+        keep = (torch.rand(len(index), generator=generator) >= self.spec.p_logit).float()
+        logits = self.logits(enc, index, z, keep)
+        target = (~position_flags(enc)[index]).long().to(logits.device)
+        return TrainOutputs(logits, target, mu, ctx_mu, ctx_logvar, z)
+
+
+def pooled(base: ScalarRewardModel, seqs: list[torch.Tensor]) -> torch.Tensor:
+    """(N, H) mean-pooled final hidden states, as inside `ScalarRewardModel.rewards` (before the head)."""
+    device = base.head.weight.device
+    layers = len(base.bert.encoder.layer)
+    if base.cache_prefix:
+        hidden, mask = pad(seqs)
+        hidden, mask = hidden.to(device), mask.to(device)
+        hidden = base._run_layers(hidden, mask, range(base.first_adapted, layers))
+    else:
+        ids, mask = pad(seqs, base.tokenizer.pad_token_id)
+        ids, mask = ids.to(device), mask.to(device)
+        hidden = base._embed_and_run(ids, mask, upto=layers)
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1)
+
+
+def check_spec(spec: VariationalSpec) -> None:
+    if spec.conditioning not in CONDITIONINGS:
+        raise ConfigError(f"variational.conditioning must be one of {', '.join(CONDITIONINGS)}")
+    if spec.latent_context not in CONTEXTS:
+        raise ConfigError(f"variational.latent_context must be one of {', '.join(CONTEXTS)}")
+    if not 1 <= spec.num_prototypes <= spec.latent_dim:
+        raise ConfigError("variational.num_prototypes must be between 1 and variational.latent_dim")
+
+
+_MODELS: dict[tuple[int, VariationalSpec], VariationalSelector] = {}
+
+
+def variational_model(base: nn.Module, spec: VariationalSpec) -> VariationalSelector:
+    """The selector wrapping `base` for `spec`, built once per (reward model, spec) and then reused.
+
+    The engines hand clients a trainer around the plain reward model; this is how a client gets the
+    variational modules around it without changing the engines. Weights always come from the task's state.
+    """
+    key = (id(base), spec)
+    if key not in _MODELS:
+        _MODELS[key] = VariationalSelector(base, spec)
+    return _MODELS[key]

@@ -1,0 +1,194 @@
+"""FedVPA-GP / FedVPL server (Algorithm 1), client step (Algorithm 2), evaluation, and a 2-round smoke run."""
+
+import json
+import logging
+import math
+
+import pytest
+import torch
+
+from fedpref.algorithms.base import TRAIN_VARIATIONAL, ClientInfo, Reply, Task
+from fedpref.algorithms.fedvpa import VARIANTS, FedVPA, Settings
+from fedpref.algorithms.variational_math import init_prototypes
+from fedpref.client.trainer import LocalTrainer, OptimConfig
+from fedpref.client.variational import GUMBEL_KEY
+from fedpref.client.worker import EncodedClient, handle_task
+from fedpref.config import load_config
+from fedpref.data.splits import split_clients
+from fedpref.data.synthetic import generate_synthetic_with_axes
+from fedpref.engines.inprocess import run_rounds
+from fedpref.errors import ConfigError
+from fedpref.experiments.methods import BUILDERS
+from fedpref.models.adapters import trainable_state
+from fedpref.models.factory import build_reward_model
+from fedpref.models.variational import VariationalSpec
+
+D = 4
+SPEC = VariationalSpec(latent_dim=D, feature_dim=8)
+
+
+# ---------------------------------------------------------------- server logic with hand-made replies
+
+
+def server(prior="mixture", orthogonal=True, per_round=4, ids=("a", "b", "c", "d")) -> FedVPA:
+    infos = [ClientInfo(c, 10) for c in ids]
+    init = {"w": torch.zeros(2), "prototypes": init_prototypes(2, D, 5.0, torch.Generator().manual_seed(0))}
+    return FedVPA(infos, init, 3, per_round, 2, 0, SPEC, Settings(prior, orthogonal))
+
+
+def reply(task: Task, mu: list[float], var: list[float] | None = None, w: float = 1.0) -> Reply:
+    state = {"w": torch.full((2,), float(w)), "prototypes": task.models[0]["prototypes"]}
+    metrics = {"train_loss": 0.5, "latent_mu": mu, "latent_var": var or [1.0] * len(mu)}
+    return Reply(task.client_id, 10, state=state, metrics=metrics)
+
+
+def means(sign: float) -> list[float]:
+    return [sign * 5.0] + [0.0] * (D - 1)
+
+
+def test_first_round_has_no_prior_then_the_participants_become_the_prior():
+    algo = server()
+    tasks = algo.next_tasks(0)
+    assert all(t.action == TRAIN_VARIATIONAL and "prior" not in t.payload for t in tasks)
+    assert all(t.payload["prototype"] is None for t in tasks)
+    json.dumps([t.payload for t in tasks])  # small, JSON-able
+    algo.receive(0, [reply(t, means(1 if t.client_id in "ab" else -1), w=i) for i, t in enumerate(tasks)])
+    assert float(algo.global_state["w"][0]) == pytest.approx(1.5)  # uniform average of 0, 1, 2, 3
+    tasks = algo.next_tasks(1)
+    prior = tasks[0].payload["prior"]
+    assert sorted(prior["ids"]) == ["a", "b", "c", "d"] and len(prior["mu"][0]) == D
+    protos = {t.client_id: t.payload["prototype"] for t in tasks}
+    assert protos["a"] == protos["b"] != protos["c"] == protos["d"]
+
+
+def test_prototype_labels_follow_the_prototypes_not_the_arbitrary_kmeans_labels():
+    algo = server()
+    tasks = algo.next_tasks(0)
+    p = algo.global_state["prototypes"]
+    near = {"a": p[0], "b": p[0], "c": p[1], "d": p[1]}
+    algo.receive(0, [reply(t, (near[t.client_id] + 0.1).tolist()) for t in tasks])
+    assert algo.prototype_of == {"a": 0, "b": 0, "c": 1, "d": 1}
+
+
+def test_a_client_absent_last_round_gets_its_nearest_centroid_or_none():
+    algo = server(per_round=2)
+    algo.last_mean["a"] = means(1)
+    algo.receive(0, [])  # an empty round keeps everything
+    algo.update_prior(0, {"c": (means(1), [1.0] * D), "d": (means(-1), [1.0] * D)})
+    assert algo.prototype_index("a") == algo.prototype_of["c"]
+    assert algo.prototype_index("b") is None
+
+
+def test_nan_statistics_are_skipped_and_logged_and_never_enter_the_prior(caplog):
+    algo = server()
+    tasks = algo.next_tasks(0)
+    bad = {tasks[0].client_id: [math.nan] * D, tasks[1].client_id: [1.0, math.inf, 0.0, 0.0]}
+    with caplog.at_level(logging.WARNING):
+        algo.receive(0, [reply(t, bad.get(t.client_id, means(1))) for t in tasks])
+    assert "non-finite latent statistics" in caplog.text
+    assert sorted(algo.prior["ids"]) == sorted(t.client_id for t in tasks[2:])
+    assert all(math.isfinite(x) for row in algo.prior["mu"] for x in row)
+    assert algo.history[-1]["skipped_statistics"] == [tasks[0].client_id, tasks[1].client_id]
+
+
+def test_all_nan_round_falls_back_to_the_standard_prior(caplog):
+    algo = server()
+    tasks = algo.next_tasks(0)
+    with caplog.at_level(logging.WARNING):
+        algo.receive(0, [reply(t, [math.nan] * D) for t in tasks])
+    assert algo.prior is None and "N(0, I)" in caplog.text
+    assert all("prior" not in t.payload for t in algo.next_tasks(1))
+
+
+def test_mismatched_latent_sizes_are_an_error():
+    algo = server()
+    tasks = algo.next_tasks(0)
+    with pytest.raises(ValueError, match="sizes 3/3; the latent size is 4"):
+        algo.receive(0, [reply(t, [0.0] * 3) for t in tasks])
+
+
+def test_fedvpl_never_sends_a_prior_or_a_prototype():
+    algo = server(prior="standard", orthogonal=False)
+    for r in range(2):
+        tasks = algo.next_tasks(r)
+        assert all("prior" not in t.payload and t.payload["prototype"] is None for t in tasks)
+        algo.receive(r, [reply(t, means(1)) for t in tasks])
+    assert algo.next_tasks(1) == []  # one training stage per round
+
+
+def test_variants_and_initialization_keep_only_the_reward_model_part():
+    assert VARIANTS["FedVPA-GP"] == ("mixture", True) and VARIANTS["FedVPL"] == ("standard", False)
+    algo = server()
+    algo.global_state = {"base.head.weight": torch.ones(1), "prototypes": torch.zeros(2, D)}
+    assert list(algo.initialization("a")) == ["head.weight"]
+
+
+# ---------------------------------------------------------------- real clients (MiniLM, top layer only)
+
+
+@pytest.fixture(scope="module")
+def world():
+    """The humor axis of the style benchmark: 2 clients of G1 (humorous) and 2 of G2 (non-humorous)."""
+    cfg = load_config(
+        None,
+        [
+            "algorithm.methods=['FedVPA-GP']",
+            "lora.top_layers=1",
+            "lora.rank=4",
+            "data.max_length=64",
+            "federation.rounds=2",
+            "federation.clients_per_round=2",
+            "train.local_steps=2",
+            "variational.latent_dim=8",
+            "variational.feature_dim=16",
+        ],
+    )
+    pairs = [p for p, axis in generate_synthetic_with_axes([2, 2, 0, 0], 8, 0) if axis == "humor"]
+    model = build_reward_model(cfg)
+    encode = model.encode
+    clients = {
+        s.client_id: EncodedClient(s.client_id, s.group, encode(s.train), encode(s.val), encode(s.test))
+        for s in split_clients(pairs, 1, 2, 0)
+    }
+    infos = [ClientInfo(c.client_id, len(c.train), c.group) for c in clients.values()]
+    trainer = LocalTrainer(model, OptimConfig(lr=1e-3, batch_size=4))
+    return cfg, model, clients, infos, trainer
+
+
+def test_a_client_uploads_exactly_2d_floats_and_keeps_its_gumbel_logits(world):
+    cfg, model, clients, infos, trainer = world
+    algo = BUILDERS["FedVPA-GP"](cfg, infos, trainable_state(model), model)
+    client = clients[infos[0].client_id]
+    prior = {"ids": ["x", "y"], "mu": [[1.0] * 8, [-1.0] * 8], "var": [[0.5] * 8, [2.0] * 8]}
+    task = Task(client.client_id, TRAIN_VARIATIONAL, [algo.global_state], 2, "t", algo.payload(prior, 1))
+    out = handle_task(task, client, trainer, torch.Generator().manual_seed(0))
+    assert len(out.metrics["latent_mu"]) + len(out.metrics["latent_var"]) == 2 * 8
+    assert all(isinstance(x, float) for x in out.metrics["latent_mu"] + out.metrics["latent_var"])
+    assert out.num_examples == len(client.train) and out.tag == "t"
+    assert out.state.keys() == algo.global_state.keys()
+    assert set(client.memory[GUMBEL_KEY]) == {"x", "y"}
+    assert any(v != 0.0 for v in client.memory[GUMBEL_KEY].values())  # learned locally
+    assert all("gumbel" not in k for k in out.state)  # never uploaded
+
+
+def test_two_round_smoke_run_of_fedvpa_gp(world):
+    cfg, model, clients, infos, trainer = world
+    algo = BUILDERS["FedVPA-GP"](cfg, infos, trainable_state(model), model)
+    records = run_rounds(algo, clients, trainer, seed=0)
+    assert [r["round"] for r in records] == [0, 1]
+    assert records[0]["prior_components"] == 0 and records[1]["prior_components"] == 2
+    assert records[1]["prototype_index"] and all(r["train_loss"] is not None for r in records)
+    assert len(algo.latent_trace) == 2
+    result = algo.evaluate(model, clients)
+    assert set(result["by_group"]) == {"G1", "G2"}
+    assert 0.0 <= result["acc_mean"] <= 100.0
+    assert result["separation"]["silhouette"] is not None
+    assert math.isfinite(result["collapse"]["kl_standard_mean"]) and result["collapse"]["mean_spread"] >= 0
+    assert set(algo.initialization(infos[0].client_id)) == set(trainable_state(model))
+
+
+def test_config_validation_names_the_variational_key():
+    with pytest.raises(ConfigError, match="variational.conditioning"):
+        load_config(None, ["variational.conditioning='multiplicative'"])
+    with pytest.raises(ConfigError, match="model.head"):
+        load_config(None, ["algorithm.methods=['FedVPL']", "model.head='selector'"])
