@@ -1,0 +1,235 @@
+"""Client training/evaluation throughput: fedpref's trainer vs the papers' reference way, in one run.
+
+The reference trains a client the way the papers' public code does: load the global LoRA weights into
+a PEFT model, create a fresh optimizer, pad every batch to the fixed maximum length, run the whole
+backbone (for the selector: logits over all positions and the whole vocabulary), evaluate without
+`inference_mode`. Both sides compute the same function; the script checks that their margins agree.
+
+    .venv/bin/python benchmarks/throughput.py [--clients 5] [--steps 8] [--out benchmarks/results/throughput.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from peft import get_peft_model_state_dict, set_peft_model_state_dict
+from torch.utils.flop_counter import FlopCounterMode
+
+from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig
+from fedpref.config import load_config
+from fedpref.data.splits import split_clients
+from fedpref.experiments.setup import load_pairs
+from fedpref.models.adapters import trainable_state
+from fedpref.models.factory import build_reward_model
+from fedpref.models.selector_reward import TEMPLATE_HEAD, TEMPLATE_TAIL
+
+ROOT = Path(__file__).resolve().parents[1]
+STORIES = (ROOT / ".." / "shared" / "models" / "stories260K" / "hf").resolve()
+
+
+def gemm_rate(dtype: torch.dtype, n: int = 1024, repeats: int = 10) -> float:
+    """Best-of GFLOP/s of an n x n matmul at `dtype`, measured now (the machine's reference rate)."""
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def clients_for(cfg, count: int):
+    return split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)[:count]
+
+
+def bench_fedpref(cfg, clients, steps: int) -> dict:
+    """fedpref: one reused model, the client's adapter swapped in, dynamic padding, cached frozen prefix."""
+    model = build_reward_model(cfg)
+    trainer = LocalTrainer(model, OptimConfig(cfg.train.lr, cfg.train.batch_size, precision=cfg.train.precision))
+    init = trainable_state(model)
+    setup_s = time.perf_counter()
+    encoded = [(model.encode(s.train), model.encode(s.test)) for s in clients]
+    setup_s = time.perf_counter() - setup_s  # tokenization and frozen prefix: once per run, not per round
+    trainer.train(init, encoded[0][0], 1, torch.Generator().manual_seed(0))  # warm-up
+    train_s = sum(
+        _timed(lambda t=t: trainer.train(init, t, steps, torch.Generator().manual_seed(1))) for t, _ in encoded
+    )
+    eval_s = sum(_timed(lambda e=e: trainer.evaluate(init, e)) for _, e in encoded)
+    step_flops = _step_flops(model, trainer, encoded[0][0])
+    test_pairs = sum(len(e) for _, e in encoded)
+    margins = trainer.evaluate(init, encoded[0][1]).margins
+    return _summary(train_s, eval_s, len(encoded), steps, cfg.train.batch_size, test_pairs) | {
+        "step_gflop": step_flops / 1e9,
+        "margins": margins,
+    }
+
+
+def _step_flops(model, trainer: LocalTrainer, data) -> float:
+    stream = BatchStream(len(data), trainer.optim.batch_size, torch.Generator().manual_seed(0))
+    with FlopCounterMode(display=False) as counter:
+        loss = -F.logsigmoid(model.margins(data, stream.next())).mean()
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def _summary(train_s: float, eval_s: float, clients: int, steps: int, batch: int, test_pairs: int) -> dict:
+    return {
+        "train_s": train_s,
+        "train_pairs_per_s": clients * steps * batch / train_s,
+        "client_steps_per_s": clients * steps / train_s,
+        "eval_pairs_per_s": test_pairs / eval_s,
+    }
+
+
+class ReferenceScalar(torch.nn.Module):
+    """The papers' way for an encoder reward model: fixed-length padding, the whole backbone every step."""
+
+    def __init__(self, ours):
+        super().__init__()
+        self.peft, self.head, self.tok, self.max_length = ours.encoder, ours.head, ours.tokenizer, ours.max_length
+
+    def margins(self, pairs) -> torch.Tensor:
+        texts = [(p.prompt, r) for p in pairs for r in (p.chosen, p.rejected)]
+        batch = self.tok(
+            [a for a, _ in texts],
+            [b for _, b in texts],
+            truncation="longest_first",
+            max_length=self.max_length,
+            padding="max_length",
+            return_tensors="pt",
+        )
+        hidden = self.peft(**batch).last_hidden_state
+        weights = batch["attention_mask"].unsqueeze(-1).float()
+        r = self.head((hidden * weights).sum(1) / weights.sum(1)).view(-1, 2)
+        return r[:, 0] - r[:, 1]
+
+
+class ReferenceSelector(torch.nn.Module):
+    """The papers' way for the A/B selector: fixed-length padding, logits over every position and token."""
+
+    def __init__(self, ours):
+        super().__init__()
+        self.lm, self.tok, self.max_length, self.letters = ours.lm, ours.tokenizer, ours.max_length, ours.letters
+
+    def margins(self, pairs) -> torch.Tensor:
+        texts = [TEMPLATE_HEAD + p.prompt + TEMPLATE_TAIL.format(a=p.chosen, b=p.rejected) for p in pairs]
+        self.tok.padding_side = "left"
+        batch = self.tok(texts, max_length=self.max_length, truncation=True, padding="max_length", return_tensors="pt")
+        logits = self.lm(**batch).logits  # (B, L, V): every position, the whole vocabulary
+        last = logits[:, -1, self.letters]
+        return last[:, 0] - last[:, 1]
+
+
+def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None) -> dict:
+    """Per client: load the global LoRA weights into the PEFT model, a fresh optimizer, fixed padding."""
+    ours = build_reward_model(cfg)
+    ref = wrapper(ours)
+    peft_model = ours.encoder if hasattr(ours, "encoder") else ours.lm
+    global_lora = get_peft_model_state_dict(peft_model)
+    params = [p for p in ours.parameters() if p.requires_grad]
+    b = cfg.train.batch_size
+
+    def train_client(split) -> None:
+        set_peft_model_state_dict(peft_model, global_lora)
+        optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2))
+        peft_model.train()
+        for step in range(steps):
+            batch = [split.train[(step * b + i) % len(split.train)] for i in range(b)]  # plain PreferencePairs
+            loss = -F.logsigmoid(ref.margins(batch)).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    def evaluate(split) -> None:
+        peft_model.eval()
+        with torch.no_grad():
+            for start in range(0, len(split.test), 64):
+                ref.margins(split.test[start : start + 64])
+
+    train_s = sum(_timed(lambda s=s: train_client(s)) for s in clients)
+    eval_s = sum(_timed(lambda s=s: evaluate(s)) for s in clients)
+    set_peft_model_state_dict(peft_model, global_lora)
+    peft_model.eval()
+    with torch.no_grad():
+        margins = ref.margins(clients[0].test, flips) if flips else ref.margins(clients[0].test)
+    test_pairs = sum(len(s.test) for s in clients)
+    return _summary(train_s, eval_s, len(clients), steps, b, test_pairs) | {"margins": margins}
+
+
+def compare(name: str, cfg, clients_count: int, steps: int, wrapper) -> dict:
+    clients = clients_for(cfg, clients_count)
+    ours = bench_fedpref(cfg, clients, steps)
+    ref = bench_reference(cfg, clients, steps, wrapper, ours.pop("flips"))
+    diff = float((ours.pop("margins") - ref.pop("margins")).abs().max())
+    rate = gemm_rate(torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32)
+    step_s = ours["train_s"] / (clients_count * steps)
+    row = {
+        "fedpref": ours,
+        "reference": ref,
+        "train_speedup": ours["train_pairs_per_s"] / ref["train_pairs_per_s"],
+        "eval_speedup": ours["eval_pairs_per_s"] / ref["eval_pairs_per_s"],
+        "max_margin_difference": diff,
+        "gemm_gflops": rate,
+        "step_gflops_achieved": ours["step_gflop"] / step_s,
+    }
+    row["fraction_of_gemm"] = row["step_gflops_achieved"] / rate
+    _print(name, row)
+    return row
+
+
+def _print(name: str, row: dict) -> None:
+    f, r = row["fedpref"], row["reference"]
+    print(f"\n== {name}")
+    print(
+        f"train pairs/s    fedpref {f['train_pairs_per_s']:8.1f}   reference {r['train_pairs_per_s']:8.1f}"
+        f"   ratio {row['train_speedup']:.2f}x"
+    )
+    print(f"client-steps/s   fedpref {f['client_steps_per_s']:8.2f}   reference {r['client_steps_per_s']:8.2f}")
+    print(
+        f"eval pairs/s     fedpref {f['eval_pairs_per_s']:8.1f}   reference {r['eval_pairs_per_s']:8.1f}"
+        f"   ratio {row['eval_speedup']:.2f}x"
+    )
+    print(f"same function: max |margin difference| = {row['max_margin_difference']:.2e}")
+    print(
+        f"training step: {f['step_gflop']:.1f} GFLOP at {row['step_gflops_achieved']:.0f} GFLOP/s = "
+        f"{100 * row['fraction_of_gemm']:.0f}% of the measured GEMM rate ({row['gemm_gflops']:.0f} GFLOP/s)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"))
+    parser.add_argument("--clients", type=int, default=5, help="clients trained per setting (one round)")
+    parser.add_argument("--steps", type=int, default=8, help="local steps per client")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "throughput.json")
+    args = parser.parse_args()
+    results = {"threads": torch.get_num_threads()}
+    cfg = load_config(args.config)
+    results["minilm_scalar"] = compare(
+        "MiniLM scalar reward (quick config)", cfg, args.clients, args.steps, ReferenceScalar
+    )
+    if STORIES.is_dir():
+        sel = load_config(
+            args.config,
+            [f"model.backbone='{STORIES}'", "model.head='selector'", "lora.top_layers=0", "data.max_length=256"],
+        )
+        results["stories_selector"] = compare(
+            "stories260K A/B selector", sel, args.clients, args.steps, ReferenceSelector
+        )
+    else:
+        print(f"\n(skipping the causal selector: {STORIES} not found)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
