@@ -91,20 +91,40 @@ def cmd_data(args: argparse.Namespace, console: Console) -> None:
     from fedpref.config import load_config
     from fedpref.data.pairs import write_jsonl
     from fedpref.data.splits import split_clients
-    from fedpref.experiments.setup import load_pairs
+    from fedpref.experiments.setup import check_client_count, load_pairs
 
     cfg = load_config(args.config, args.overrides)
+    if args.data_command == "stats" and cfg.data.source == "tldr":
+        _print_workers(console, cfg.data.path)  # before the filter, which may leave no worker
     pairs = load_pairs(cfg)
     if args.data_command == "export":
         write_jsonl(pairs, args.out)
         console.print(f"wrote {len(pairs)} pairs to {args.out}")
         return
     splits = split_clients(pairs, cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
-    table = Table(title=f"{len(splits)} clients, {len(pairs)} pairs")
-    for column in ("client", "group", "train", "val", "test"):
+    sizes = " / ".join(str(sum(len(getattr(s, part)) for s in splits)) for part in ("train", "val", "test"))
+    table = Table(title=f"{len(splits)} clients, {len(pairs)} pairs", caption=f"train / val / test: {sizes}")
+    for column in ("client", "group", "pairs", "train", "val", "test"):
         table.add_column(column)
     for s in splits:
-        table.add_row(s.client_id, s.group or "-", str(len(s.train)), str(len(s.val)), str(len(s.test)))
+        counts = [len(s.train), len(s.val), len(s.test)]
+        table.add_row(s.client_id, s.group or "-", str(sum(counts)), *map(str, counts))
+    console.print(table)
+    check_client_count(cfg, len(splits))
+
+
+def _print_workers(console: Console, path: str) -> None:
+    """TL;DR comparisons per worker per split, before the worker filter."""
+    from fedpref.data.real import worker_counts
+
+    counts = worker_counts(path)
+    names = sorted({split for c in counts.values() for split in c})
+    console.print(f"{path}: {len(counts)} workers before the filter", highlight=False)
+    table = Table(title="comparisons per worker and split")
+    for column in ("worker", *names, "total"):
+        table.add_column(column)
+    for worker, c in sorted(counts.items(), key=lambda item: -sum(item[1].values())):
+        table.add_row(worker, *(str(c.get(name, 0)) for name in names), str(sum(c.values())))
     console.print(table)
 
 

@@ -31,7 +31,8 @@ METHODS = (
 VARIATIONAL_METHODS = ("FedVPL", "FedVPL+Ortho", "FedVPL+GB", "FedVPA-GP")  # fedpref.algorithms.fedvpa.VARIANTS
 CONDITIONINGS = ("projected", "additive")
 LATENT_CONTEXTS = ("other_half", "pair")
-DATA_SOURCES = ("synthetic", "jsonl")
+DATA_SOURCES = ("synthetic", "jsonl", "tldr", "hh", "pairwise_jsonl")
+HH_SCHEMES = ("by_subset", "iid", "dirichlet")  # fedpref.data.real.PARTITION_SCHEMES
 HEADS = ("scalar", "selector")
 PHASE2_STARTS = ("fresh", "continue")
 PRECISIONS = ("fp32", "bf16")
@@ -46,9 +47,57 @@ def _help(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclas
 
 
 @dataclass
+class TldrConfig:
+    """Reddit TL;DR comparisons (data.source = 'tldr'): one client per annotator (`worker`)."""
+
+    splits: list[str] = _help(
+        "Rows (by their `split` field) to use after the worker filter (empty: all).", factory=list
+    )
+    required_splits: list[str] = _help(
+        "Keep only workers present in each of these splits (paper: train, valid1, valid2).", factory=list
+    )
+    min_per_split: int = _help("... with at least this many comparisons in each required split (paper: 100).", 0)
+    min_total: int = _help("Keep only workers with at least this many comparisons over all splits.", 0)
+
+
+@dataclass
+class HHConfig:
+    """Anthropic HH-RLHF (data.source = 'hh'), dealt to synthetic clients c00, c01, ..."""
+
+    subsets: list[str] = _help("Subsets to read, e.g. helpful-base, harmless-base (empty: all found).", factory=list)
+    scheme: str = _help(
+        "Client partition: 'by_subset' (helpful vs harmless clients), 'iid' or 'dirichlet'.", "by_subset"
+    )
+    num_clients: int = _help("Number of clients.", 10)
+    helpful_fraction: float = _help("by_subset: fraction of clients drawing from the helpful subsets.", 0.5)
+    alpha: float = _help("dirichlet: concentration of each client's subset proportions.", 0.5)
+    pairs_per_client: int = _help("Pairs dealt to each client (0: deal every pair; dirichlet: an even share).", 0)
+
+
+@dataclass
+class PairwiseConfig:
+    """Column names of a generic per-user JSON-lines file (data.source = 'pairwise_jsonl')."""
+
+    prompt_key: str = _help("Key of the prompt.", "prompt")
+    chosen_key: str = _help("Key of the preferred response.", "chosen")
+    rejected_key: str = _help("Key of the other response.", "rejected")
+    user_key: str = _help("Key of the user id (one client per distinct value).", "user_id")
+    group_key: str = _help("Key of a ground-truth group label ('' for none).", "")
+
+
+@dataclass
 class DataConfig:
-    source: str = _help("Where pairs come from: 'synthetic' (style benchmark) or 'jsonl'.", "synthetic")
-    path: str = _help("JSON-lines file of pairs when source = 'jsonl'.", "")
+    source: str = _help(
+        "Where pairs come from: 'synthetic' (style benchmark), 'jsonl' (fedpref pairs), 'tldr' (Reddit TL;DR "
+        "comparisons), 'hh' (HH-RLHF) or 'pairwise_jsonl' (any per-user JSON lines, see data.pairwise).",
+        "synthetic",
+    )
+    path: str = _help(
+        "jsonl / pairwise_jsonl: a JSON-lines file; tldr: a file, folder or the hub id "
+        "openai/summarize_from_feedback; hh: a folder of {subset}.{split}.jsonl.gz or the hub id Anthropic/hh-rlhf. "
+        "Relative paths are from the working directory.",
+        "",
+    )
     group_sizes: list[int] = _help(
         "Synthetic: clients per group G1..G4 (paper: 10/10/10/10 or 15/15/5/5).", factory=lambda: [10, 10, 10, 10]
     )
@@ -56,6 +105,13 @@ class DataConfig:
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
     test_pairs: int = _help("Test pairs per client (paper: 50).", 50)
     max_length: int = _help("Tokens per encoded sequence; longer inputs are truncated.", 128)
+    cache_dir: str = _help(
+        "Disk cache of tokenized data, keyed by the texts, tokenizer and max_length ('' disables it).",
+        "~/.cache/fedpref",
+    )
+    tldr: TldrConfig = field(default_factory=TldrConfig)
+    hh: HHConfig = field(default_factory=HHConfig)
+    pairwise: PairwiseConfig = field(default_factory=PairwiseConfig)
 
 
 @dataclass
@@ -263,7 +319,12 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
             raise ConfigError(f"{source}: '{key}' {problem}")
 
     need(c.data.source in DATA_SOURCES, "data.source", f"must be one of {', '.join(DATA_SOURCES)}")
-    need(c.data.source != "jsonl" or bool(c.data.path), "data.path", "is required when data.source = 'jsonl'")
+    need(
+        c.data.source == "synthetic" or bool(c.data.path),
+        "data.path",
+        f"is required when data.source = '{c.data.source}'",
+    )
+    _validate_real_data(c, need)
     need(
         len(c.data.group_sizes) == 4 and all(s >= 0 for s in c.data.group_sizes) and sum(c.data.group_sizes) > 0,
         "data.group_sizes",
@@ -285,8 +346,8 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.federation.rounds >= 1, "federation.rounds", "must be >= 1")
     need(c.federation.clients_per_round >= 1, "federation.clients_per_round", "must be >= 1")
     need(c.federation.checkpoint_every >= 0, "federation.checkpoint_every", "must be >= 0")
-    if c.data.source == "synthetic":
-        clients = sum(c.data.group_sizes)
+    if c.data.source in ("synthetic", "hh"):
+        clients = sum(c.data.group_sizes) if c.data.source == "synthetic" else c.data.hh.num_clients
         need(
             c.federation.clients_per_round <= clients,
             "federation.clients_per_round",
@@ -323,6 +384,19 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
         "algorithm.phase2_start",
         f"must be one of {', '.join(PHASE2_STARTS)}",
     )
+
+
+def _validate_real_data(c: ExperimentConfig, need) -> None:
+    t, h, p = c.data.tldr, c.data.hh, c.data.pairwise
+    need(t.min_per_split >= 0 and t.min_total >= 0, "data.tldr.min_per_split/min_total", "must be >= 0")
+    need(t.min_per_split == 0 or bool(t.required_splits), "data.tldr.min_per_split", "needs data.tldr.required_splits")
+    need(h.scheme in HH_SCHEMES, "data.hh.scheme", f"must be one of {', '.join(HH_SCHEMES)}")
+    need(h.num_clients >= 1, "data.hh.num_clients", "must be >= 1")
+    need(0.0 <= h.helpful_fraction <= 1.0, "data.hh.helpful_fraction", "must be in [0, 1]")
+    need(h.alpha > 0, "data.hh.alpha", "must be > 0")
+    need(h.pairs_per_client >= 0, "data.hh.pairs_per_client", "must be >= 0")
+    for key in ("prompt_key", "chosen_key", "rejected_key", "user_key"):
+        need(bool(getattr(p, key)), f"data.pairwise.{key}", "must not be empty")
 
 
 def _validate_variational(c: ExperimentConfig, need) -> None:

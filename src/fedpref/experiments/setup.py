@@ -8,10 +8,12 @@ from torch import nn
 
 from fedpref.algorithms.base import ClientInfo
 from fedpref.client.worker import EncodedClient
-from fedpref.config import ExperimentConfig
+from fedpref.config import MULTI_MODEL_METHODS, ExperimentConfig
 from fedpref.data.pairs import PreferencePair, read_jsonl
+from fedpref.data.real import load_hh_rlhf, load_pairwise_jsonl, load_tldr, partition_hh
 from fedpref.data.splits import ClientSplits, split_clients
 from fedpref.data.synthetic import generate_synthetic
+from fedpref.errors import ConfigError
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.factory import build_reward_model
 
@@ -26,14 +28,76 @@ class Setup:
 
 
 def load_pairs(cfg: ExperimentConfig) -> list[PreferencePair]:
-    if cfg.data.source == "synthetic":
-        return generate_synthetic(cfg.data.group_sizes, cfg.data.pairs_per_axis, cfg.seed)
-    return read_jsonl(cfg.data.path)
+    """The pairs of `cfg.data.source`, one client per distinct `client`."""
+    return _LOADERS[cfg.data.source](cfg)
+
+
+def _synthetic(cfg: ExperimentConfig) -> list[PreferencePair]:
+    return generate_synthetic(cfg.data.group_sizes, cfg.data.pairs_per_axis, cfg.seed)
+
+
+def _tldr(cfg: ExperimentConfig) -> list[PreferencePair]:
+    t = cfg.data.tldr
+    return load_tldr(
+        cfg.data.path,
+        splits=t.splits or None,
+        required_splits=t.required_splits,
+        min_per_split=t.min_per_split,
+        min_total=t.min_total,
+    )
+
+
+def _hh(cfg: ExperimentConfig) -> list[PreferencePair]:
+    h = cfg.data.hh
+    return partition_hh(
+        load_hh_rlhf(cfg.data.path, subsets=h.subsets or None),
+        num_clients=h.num_clients,
+        scheme=h.scheme,
+        helpful_fraction=h.helpful_fraction,
+        alpha=h.alpha,
+        pairs_per_client=h.pairs_per_client or None,
+        seed=cfg.seed,
+    )
+
+
+def _pairwise(cfg: ExperimentConfig) -> list[PreferencePair]:
+    k = cfg.data.pairwise
+    return load_pairwise_jsonl(
+        cfg.data.path,
+        prompt_key=k.prompt_key,
+        chosen_key=k.chosen_key,
+        rejected_key=k.rejected_key,
+        user_key=k.user_key,
+        group_key=k.group_key or None,
+    )
+
+
+_LOADERS = {
+    "synthetic": _synthetic,
+    "jsonl": lambda cfg: read_jsonl(cfg.data.path),
+    "tldr": _tldr,
+    "hh": _hh,
+    "pairwise_jsonl": _pairwise,
+}
+
+
+def check_client_count(cfg: ExperimentConfig, clients: int) -> None:
+    """Per-round sampling and multi-model methods need enough clients; known only once the data is loaded."""
+    where, per_round = cfg.data.path or cfg.data.source, cfg.federation.clients_per_round
+    if per_round > clients:
+        raise ConfigError(f"{where}: {clients} client(s), fewer than federation.clients_per_round = {per_round}")
+    multi = [m for m in cfg.algorithm.methods if m in MULTI_MODEL_METHODS]
+    if multi and cfg.algorithm.num_models > clients:
+        raise ConfigError(
+            f"{where}: {clients} client(s), fewer than algorithm.num_models = {cfg.algorithm.num_models} "
+            f"for {', '.join(multi)}"
+        )
 
 
 def build_setup(cfg: ExperimentConfig) -> Setup:
     """Everything a method needs; the encoded data (and prefix cache) is made once and shared by all methods."""
     splits = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
+    check_client_count(cfg, len(splits))
     model = build_reward_model(cfg)
     clients = {
         s.client_id: EncodedClient(

@@ -10,6 +10,7 @@ from fedpref.errors import ConfigError
 from fedpref.models.backbone import load_backbone
 from fedpref.models.scalar_reward import ScalarRewardModel
 from fedpref.models.selector_reward import SelectorRewardModel
+from fedpref.models.token_cache import cache_root
 
 
 def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
@@ -24,5 +25,5 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     torch.manual_seed(cfg.seed)  # peft draws LoRA A from the global generator
     generator = torch.Generator().manual_seed(cfg.seed)
     cls = SelectorRewardModel if causal else ScalarRewardModel
-    model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator)
+    model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, cache_dir=cache_root(cfg.data.cache_dir))
     return model.to(cfg.device)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import nn
 
@@ -9,6 +11,9 @@ from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
 from fedpref.models.adapters import adapted_layers, add_lora, set_lora_training
 from fedpref.models.encoded import EncodedPairs, pad
+from fedpref.models.token_cache import cached_token_ids
+
+TOKENS_VERSION = "scalar-1"  # (prompt, response) pairs, truncation='longest_first'; bump if that changes
 
 
 class ScalarRewardModel(nn.Module):
@@ -17,11 +22,21 @@ class ScalarRewardModel(nn.Module):
     With LoRA on the top layers only and `cache_prefix`, `encode` stores the
     hidden states entering the first adapted layer, and `margins` runs only the
     adapted layers: the frozen lower layers are deterministic (eval mode), so
-    this equals the full forward up to float rounding.
+    this equals the full forward up to float rounding. With `cache_dir`, token ids
+    come from a disk cache (`fedpref.models.token_cache`) when the texts were seen.
     """
 
-    def __init__(self, backbone: nn.Module, tokenizer, lora: LoraConfig, max_length: int, generator: torch.Generator):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        lora: LoraConfig,
+        max_length: int,
+        generator: torch.Generator,
+        cache_dir: str | Path | None = None,
+    ):
         super().__init__()
+        self.cache_dir = cache_dir
         self.first_adapted = adapted_layers(backbone, lora)[0]
         self.cache_prefix = lora.cache_frozen_prefix and self.first_adapted > 0
         self.encoder = add_lora(backbone, lora, causal=False)
@@ -41,13 +56,17 @@ class ScalarRewardModel(nn.Module):
     def encode(self, pairs: list[PreferencePair]) -> EncodedPairs:
         """Tokenize prompt/response pairs; with the cache, run the frozen layers once."""
         texts = [(p.prompt, r) for p in pairs for r in (p.chosen, p.rejected)]
-        ids = [
-            torch.tensor(self.tokenizer(a, b, truncation="longest_first", max_length=self.max_length)["input_ids"])
-            for a, b in texts
-        ]
+        token_ids = cached_token_ids(
+            self.cache_dir, self.tokenizer, texts, self._tokenize, max_length=self.max_length, version=TOKENS_VERSION
+        )
+        ids = [torch.tensor(t) for t in token_ids]
         if self.cache_prefix:
             ids = self._frozen_prefix(ids)
         return EncodedPairs(seqs=ids, num_pairs=len(pairs))
+
+    def _tokenize(self, texts: list[tuple[str, str]]) -> list[list[int]]:
+        tok = self.tokenizer
+        return [tok(a, b, truncation="longest_first", max_length=self.max_length)["input_ids"] for a, b in texts]
 
     @torch.inference_mode()
     def _frozen_prefix(self, ids: list[torch.Tensor], chunk: int = 64) -> list[torch.Tensor]:
