@@ -25,8 +25,8 @@ from fedpref.config import load_config
 from fedpref.data.splits import split_clients
 from fedpref.experiments.setup import load_pairs
 from fedpref.models.adapters import trainable_state
+from fedpref.models.encoded import pad
 from fedpref.models.factory import build_reward_model
-from fedpref.models.selector_reward import TEMPLATE_HEAD, TEMPLATE_TAIL
 
 ROOT = Path(__file__).resolve().parents[1]
 STORIES = (ROOT / ".." / "shared" / "models" / "stories260K" / "hf").resolve()
@@ -64,10 +64,14 @@ def bench_fedpref(cfg, clients, steps: int) -> dict:
     eval_s = sum(_timed(lambda e=e: trainer.evaluate(init, e)) for _, e in encoded)
     step_flops = _step_flops(model, trainer, encoded[0][0])
     test_pairs = sum(len(e) for _, e in encoded)
-    margins = trainer.evaluate(init, encoded[0][1]).margins
+    check = encoded[0][1]
+    margins = trainer.evaluate(init, check).margins
+    flips = None if check.chosen_is_a is None else check.chosen_is_a.tolist()
     return _summary(train_s, eval_s, len(encoded), steps, cfg.train.batch_size, test_pairs) | {
         "step_gflop": step_flops / 1e9,
+        "setup_s": setup_s,
         "margins": margins,
+        "flips": flips,
     }
 
 
@@ -117,15 +121,21 @@ class ReferenceSelector(torch.nn.Module):
 
     def __init__(self, ours):
         super().__init__()
-        self.lm, self.tok, self.max_length, self.letters = ours.lm, ours.tokenizer, ours.max_length, ours.letters
+        self.ours, self.lm, self.max_length, self.letters = ours, ours.lm, ours.max_length, ours.letters
 
-    def margins(self, pairs) -> torch.Tensor:
-        texts = [TEMPLATE_HEAD + p.prompt + TEMPLATE_TAIL.format(a=p.chosen, b=p.rejected) for p in pairs]
-        self.tok.padding_side = "left"
-        batch = self.tok(texts, max_length=self.max_length, truncation=True, padding="max_length", return_tensors="pt")
-        logits = self.lm(**batch).logits  # (B, L, V): every position, the whole vocabulary
-        last = logits[:, -1, self.letters]
-        return last[:, 0] - last[:, 1]
+    def margins(self, pairs, chosen_is_a: list[bool] | None = None) -> torch.Tensor:
+        flips = chosen_is_a or [True] * len(pairs)
+        texts = [
+            (p.prompt, p.chosen, p.rejected) if a else (p.prompt, p.rejected, p.chosen) for p, a in zip(pairs, flips)
+        ]
+        ids = [torch.tensor(self.ours._encode_one(*t)) for t in texts]  # the same tokens as fedpref
+        batch, mask = pad(ids, self.ours.tokenizer.pad_token_id)
+        batch = F.pad(batch, (0, self.max_length - batch.shape[1]), value=self.ours.tokenizer.pad_token_id)
+        mask = F.pad(mask, (0, self.max_length - mask.shape[1]))  # fixed-length padding
+        logits = self.lm(input_ids=batch, attention_mask=mask).logits  # (B, L, V): every position and token
+        last = logits[torch.arange(len(ids)), mask.sum(1) - 1][:, self.letters]
+        diff = last[:, 0] - last[:, 1]
+        return torch.where(torch.tensor(flips), diff, -diff)
 
 
 def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None) -> dict:
@@ -133,12 +143,20 @@ def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None)
     ours = build_reward_model(cfg)
     ref = wrapper(ours)
     peft_model = ours.encoder if hasattr(ours, "encoder") else ours.lm
-    global_lora = get_peft_model_state_dict(peft_model)
+    global_lora = {k: v.clone() for k, v in get_peft_model_state_dict(peft_model).items()}
+    head = getattr(ours, "head", None)
+    global_head = {k: v.clone() for k, v in head.state_dict().items()} if head is not None else None
+
+    def load_global() -> None:
+        set_peft_model_state_dict(peft_model, global_lora)
+        if head is not None:
+            head.load_state_dict(global_head)
+
     params = [p for p in ours.parameters() if p.requires_grad]
     b = cfg.train.batch_size
 
     def train_client(split) -> None:
-        set_peft_model_state_dict(peft_model, global_lora)
+        load_global()
         optimizer = torch.optim.AdamW(params, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2))
         peft_model.train()
         for step in range(steps):
@@ -156,7 +174,7 @@ def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None)
 
     train_s = sum(_timed(lambda s=s: train_client(s)) for s in clients)
     eval_s = sum(_timed(lambda s=s: evaluate(s)) for s in clients)
-    set_peft_model_state_dict(peft_model, global_lora)
+    load_global()
     peft_model.eval()
     with torch.no_grad():
         margins = ref.margins(clients[0].test, flips) if flips else ref.margins(clients[0].test)
