@@ -105,6 +105,11 @@ class DataConfig:
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
     test_pairs: int = _help("Test pairs per client (paper: 50).", 50)
     max_length: int = _help("Tokens per encoded sequence; longer inputs are truncated.", 128)
+    resident_clients: int = _help(
+        "Keep at most this many clients' encoded data in memory, encoding the others when they are sampled "
+        "(0: encode every client once and keep all; set it for thousands of clients).",
+        0,
+    )
     cache_dir: str = _help(
         "Disk cache of tokenized data, keyed by the texts, tokenizer and max_length ('' disables it).",
         "~/.cache/fedpref",
@@ -333,6 +338,7 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
     need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
+    need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
     need(c.lora.rank >= 1, "lora.rank", "must be >= 1")
     need(0.0 <= c.lora.dropout < 1.0, "lora.dropout", "must be in [0, 1)")

@@ -31,3 +31,22 @@ def test_private_memory_survives_eviction():
     clients["c1"]  # evicts c0
     assert "c0" not in clients.cache
     assert clients["c0"].memory == {"logits": [1.0, 2.0]}
+
+
+def test_on_demand_clients_give_the_same_run_as_resident_ones():
+    import torch
+
+    from fedpref.config import load_config
+    from fedpref.experiments.methods import build_algorithm
+    from fedpref.experiments.runner import run_global
+    from fedpref.experiments.setup import build_setup
+
+    states = []
+    for resident in (0, 2):
+        cfg = load_config("configs/tiny.toml", ["federation.rounds=1", f"data.resident_clients={resident}"])
+        setup = build_setup(cfg)
+        algorithm = build_algorithm("FL", cfg, setup.infos, setup.init_state, setup.model)
+        run_global(algorithm, cfg, setup)
+        states.append(algorithm.global_state)
+    assert isinstance(setup.clients, OnDemandClients) and len(setup.clients.cache) <= 2
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])

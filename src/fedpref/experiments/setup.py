@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from torch import nn
@@ -14,6 +15,7 @@ from fedpref.data.real import load_hh_rlhf, load_pairwise_jsonl, load_tldr, part
 from fedpref.data.splits import ClientSplits, split_clients
 from fedpref.data.synthetic import generate_synthetic
 from fedpref.errors import ConfigError
+from fedpref.experiments.client_store import OnDemandClients
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.factory import build_reward_model
 
@@ -21,7 +23,7 @@ from fedpref.models.factory import build_reward_model
 @dataclass
 class Setup:
     splits: list[ClientSplits]
-    clients: dict[str, EncodedClient]
+    clients: Mapping[str, EncodedClient]
     infos: list[ClientInfo]
     model: nn.Module
     init_state: State
@@ -99,11 +101,13 @@ def build_setup(cfg: ExperimentConfig) -> Setup:
     splits = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
     check_client_count(cfg, len(splits))
     model = build_reward_model(cfg)
-    clients = {
-        s.client_id: EncodedClient(
-            s.client_id, s.group, model.encode(s.train), model.encode(s.val), model.encode(s.test)
-        )
-        for s in splits
-    }
+
+    def encode(s: ClientSplits) -> EncodedClient:
+        return EncodedClient(s.client_id, s.group, model.encode(s.train), model.encode(s.val), model.encode(s.test))
+
+    if cfg.data.resident_clients:
+        clients = OnDemandClients(splits, encode, cfg.data.resident_clients)
+    else:
+        clients = {s.client_id: encode(s) for s in splits}
     infos = [ClientInfo(s.client_id, len(s.train), s.group) for s in splits]
     return Setup(splits, clients, infos, model, trainable_state(model))
