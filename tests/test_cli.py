@@ -41,39 +41,23 @@ def test_unknown_model_path(capsys, tmp_path):
     assert code == 2 and "cannot load" in out
 
 
-def test_malformed_jsonl(capsys, tmp_path):
+ONE_PAIR = '{"prompt": "p", "chosen": "c", "rejected": "r", "client": "a"}\n'
+
+
+def run_on_jsonl(capsys, tmp_path, text: str) -> tuple[int, str]:
     data = tmp_path / "pairs.jsonl"
-    data.write_text('{"prompt": "p", "chosen": "c", "rejected": "r", "client": "a"}\nnot json\n')
-    code, out = run_cli(
-        capsys,
-        "run",
-        "configs/tiny.toml",
-        "--set",
-        "data.source='jsonl'",
-        "--set",
-        f"data.path='{data}'",
-        "--out",
-        tmp_path / "o",
-        *TINY_FAST,
-    )
+    data.write_text(text)
+    overrides = ["--set", "data.source='jsonl'", "--set", f"data.path='{data}'"]
+    return run_cli(capsys, "run", "configs/tiny.toml", *overrides, "--out", tmp_path / "o", *TINY_FAST)
+
+
+def test_malformed_jsonl(capsys, tmp_path):
+    code, out = run_on_jsonl(capsys, tmp_path, ONE_PAIR + "not json\n")
     assert code == 2 and "pairs.jsonl:2: malformed JSON" in out
 
 
 def test_client_with_too_few_pairs(capsys, tmp_path):
-    data = tmp_path / "pairs.jsonl"
-    data.write_text('{"prompt": "p", "chosen": "c", "rejected": "r", "client": "a"}\n')
-    code, out = run_cli(
-        capsys,
-        "run",
-        "configs/tiny.toml",
-        "--set",
-        "data.source='jsonl'",
-        "--set",
-        f"data.path='{data}'",
-        "--out",
-        tmp_path / "o",
-        *TINY_FAST,
-    )
+    code, out = run_on_jsonl(capsys, tmp_path, ONE_PAIR)
     assert code == 2 and "client 'a' has 1 pairs" in out
 
 
