@@ -10,9 +10,8 @@ from fedpref.algorithms.aggregation import copy_state, hierarchical_average, mix
 from fedpref.algorithms.base import EVALUATE, TRAIN, Algorithm, ClientInfo, Reply, Task
 from fedpref.algorithms.records import log_round
 from fedpref.algorithms.sampling import group_debiased_sample
+from fedpref.config import PHASE2_STARTS
 from fedpref.models.adapters import State
-
-PHASE2_STARTS = ("fresh", "continue")
 
 
 def lowest_loss_assignment(replies: Sequence[Reply]) -> dict[str, int]:
