@@ -37,6 +37,10 @@ HEADS = ("scalar", "selector")
 PHASE2_STARTS = ("fresh", "continue")
 PRECISIONS = ("fp32", "bf16")
 MULTI_MODEL_METHODS = ("FedGD", "FedBiscuit", "Soft-FL")  # methods that keep K = algorithm.num_models models
+# Methods whose personalization start needs nothing learned about the client itself, so clients held out of
+# the global phase (data.unseen_clients) can be evaluated; FedGD, FedBiscuit and Soft-FL assign clients.
+UNSEEN_READY_METHODS = ("FL", "CL", "Multi-CL", "FL_target", *VARIATIONAL_METHODS)
+SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
 
 
 def _help(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING):
@@ -102,9 +106,19 @@ class DataConfig:
         "Synthetic: clients per group G1..G4 (paper: 10/10/10/10 or 15/15/5/5).", factory=lambda: [10, 10, 10, 10]
     )
     pairs_per_axis: int = _help("Synthetic: pairs per client per style axis (paper: 650).", 650)
+    synthetic_axes: list[str] = _help(
+        "Synthetic: style axes kept ('level', 'humor'); ['humor'] with G1 and G2 only is the FedVPA-GP paper's "
+        "explicit two-type conflict.",
+        factory=lambda: list(SYNTHETIC_AXES),
+    )
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
     test_pairs: int = _help("Test pairs per client (paper: 50).", 50)
     max_length: int = _help("Tokens per encoded sequence; longer inputs are truncated.", 128)
+    unseen_clients: int = _help(
+        "Clients held out of the global phase (never sampled or pooled), spread evenly over the true groups; "
+        "evaluated by inference only, like the FedVPA-GP paper's unseen clients (Table 2).",
+        0,
+    )
     resident_clients: int = _help(
         "Keep at most this many clients' encoded data in memory, encoding the others when they are sampled "
         "(0: encode every client once and keep all; set it for thousands of clients).",
@@ -336,6 +350,19 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
         "must be four non-negative client counts, not all zero",
     )
     need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
+    axes = c.data.synthetic_axes
+    need(
+        bool(axes) and set(axes) <= set(SYNTHETIC_AXES) and len(set(axes)) == len(axes),
+        "data.synthetic_axes",
+        f"must be a non-empty list of distinct axes from {', '.join(SYNTHETIC_AXES)}",
+    )
+    need(c.data.unseen_clients >= 0, "data.unseen_clients", "must be >= 0")
+    not_ready = [m for m in c.algorithm.methods if m not in UNSEEN_READY_METHODS]
+    need(
+        c.data.unseen_clients == 0 or not not_ready,
+        "data.unseen_clients",
+        f"needs methods that do not assign clients; {', '.join(not_ready)} cannot start an unseen client",
+    )
     need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")

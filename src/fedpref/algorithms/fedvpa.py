@@ -183,16 +183,15 @@ class FedVPA(Algorithm):
         return {k[len(BASE_PREFIX) :]: v for k, v in self.global_state.items() if k.startswith(BASE_PREFIX)}
 
     def evaluate(self, reward_model: nn.Module, clients: dict, chunk: int = 64) -> dict:
-        """`evaluate_variational` of the current shared state, plus the per-round latent trace.
+        """`evaluate_variational` of the current shared state on `clients` (seen or held out alike).
 
-        For the runner (not wired in yet): after `run_global`, `algorithm.evaluate(setup.model, setup.clients)`
-        (or held-out clients, for the paper's unseen-client table) gives the dict to store in results.json.
+        The runner calls it after the global phase (`experiments.runner.evaluate_selector`); the per-round
+        latent means of the participants are in `self.latent_trace`.
         """
         from fedpref.client.variational import evaluate_variational
 
         model = variational_model(reward_model, self.spec)
-        result = evaluate_variational(model, clients, self.global_state, chunk)
-        return {**result, "latent_trace": self.latent_trace}
+        return evaluate_variational(model, clients, self.global_state, chunk)
 
 
 def spec_from_config(cfg) -> VariationalSpec:

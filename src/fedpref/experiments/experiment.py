@@ -61,6 +61,7 @@ def run_experiment(
     (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
     plots.plot_group_curves(results["methods"], run_dir / "personalization.png")
     plots.plot_assignments(results["methods"], run_dir / "assignments.png")
+    plots.plot_latents(results["methods"], run_dir / "latents.png")
     _print_tables(results, console)
     console.print(f"wrote {run_dir} in {results['timing']['wall_s']} s")
     return results
@@ -91,14 +92,21 @@ def run_checkpointed(name, cfg, setup, store, results, log, current, report, run
     started = time.perf_counter()
     algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
     start_round = 0
+    clear_memories(setup.clients)  # a client's private state belongs to one method's run
     if current is not None:
         vars(algorithm).update(current["algorithm"])
+        restore_memories(setup.clients, current.get("client_memory", {}))
         start_round = current["next_round"]
 
     def on_round(record: dict) -> None:
         log(record)
         if should_checkpoint(algorithm, record["round"], cfg.federation.checkpoint_every):
-            state = {"name": name, "next_round": record["round"] + 1, "algorithm": vars(algorithm)}
+            state = {
+                "name": name,
+                "next_round": record["round"] + 1,
+                "algorithm": vars(algorithm),
+                "client_memory": client_memories(setup.clients),
+            }
             store.save(checkpoint_payload(cfg, results, log.records, state))
 
     records = run_global(algorithm, cfg, setup, report, on_round, start_round)
@@ -108,6 +116,27 @@ def run_checkpointed(name, cfg, setup, store, results, log, current, report, run
         "global_s": sum(r["wall_s"] for r in records),
     }
     return result
+
+
+def client_memories(clients) -> dict[str, dict]:
+    """Each client's private state (e.g. FedVPA-GP's Gumbel logits): a simulation checkpoint holds it for them."""
+    memories = getattr(clients, "memories", None)  # OnDemandClients keeps memories apart from encodings
+    if memories is None:
+        memories = {cid: c.memory for cid, c in clients.items()}
+    return {cid: m for cid, m in memories.items() if m}
+
+
+def restore_memories(clients, saved: dict[str, dict]) -> None:
+    stored = getattr(clients, "memories", None)
+    for cid, memory in saved.items():
+        target = stored.setdefault(cid, {}) if stored is not None else clients[cid].memory
+        target.clear()
+        target.update(memory)
+
+
+def clear_memories(clients) -> None:
+    for memory in client_memories(clients).values():
+        memory.clear()
 
 
 def should_checkpoint(algorithm, round_idx: int, every: int) -> bool:
@@ -184,6 +213,8 @@ def _print_tables(results: dict, console: Console) -> None:
         from fedpref.diagnostics.report import table_rows
 
         shown.append(("Diagnostics (Tables 1 and 2 of the FedGD paper)", table_rows(diagnostics)))
+    if any(r.get("selector") for r in methods.values()):
+        shown.append(("Latent-conditioned selectors (FedVPA-GP paper, Tables 1-2)", tables.selector_rows(methods)))
     for title, (header, rows) in shown:
         table = Table(title=title)
         for h in header:

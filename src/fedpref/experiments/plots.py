@@ -1,10 +1,11 @@
-"""Figures: group-wise personalization curves (the FedGD paper's Figures 2 and 3)."""
+"""Figures: personalization curves and assignments (FedGD paper), client latents (FedVPA-GP paper, Figure 3)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -48,6 +49,44 @@ def plot_assignments(methods: dict, path: Path) -> bool:
         ax.set_xlabel("reassignment round")
         ax.set_ylabel("client (indexed by true group)")
         ax.set_title(f"{name}: assigned group")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def plot_latents(methods: dict, path: Path) -> bool:
+    """Client latent means in 2-D (PCA), one panel per latent-conditioned method (FedVPA-GP paper, Figure 3).
+
+    Small dots: the participants' uploaded means over rounds (lighter = earlier); large markers: the final
+    z of every client inferred from its training pairs (circles seen, crosses unseen). Colour: true type.
+    Returns False (and writes nothing) when no method has latents.
+    """
+    from sklearn.decomposition import PCA
+
+    shown = {name: r["selector"] for name, r in methods.items() if r.get("selector")}
+    if not shown:
+        return False
+    fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), 4.0), squeeze=False)
+    for ax, (name, sel) in zip(axes[0], shown.items()):
+        finals = {kind: sel[kind]["per_client"] for kind in ("seen", "unseen") if kind in sel}
+        group_of = {cid: r["group"] for per in finals.values() for cid, r in per.items()}
+        colours = {g: f"C{i}" for i, g in enumerate(sorted({str(g) for g in group_of.values()}))}
+        trace = [(t["round"], cid, mu) for t in sel["latent_trace"] for cid, mu in t["means"].items()]
+        points = [mu for _, _, mu in trace] + [r["latent_mean"] for per in finals.values() for r in per.values()]
+        pca = PCA(n_components=2).fit(np.asarray(points))
+        last = max((r for r, _, _ in trace), default=0) or 1
+        for round_idx, cid, mu in trace:
+            x, y = pca.transform(np.asarray([mu]))[0]
+            ax.scatter(x, y, s=8, color=colours[str(group_of[cid])], alpha=0.15 + 0.6 * round_idx / last)
+        for kind, style in (("seen", {"marker": "o", "edgecolors": "black"}), ("unseen", {"marker": "x"})):
+            for r in finals.get(kind, {}).values():
+                x, y = pca.transform(np.asarray([r["latent_mean"]]))[0]
+                ax.scatter(x, y, s=60, color=colours[str(r["group"])], **style)
+        for g, c in colours.items():
+            ax.scatter([], [], color=c, label=g)
+        ax.set_title(f"{name}: client latents (PCA)")
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

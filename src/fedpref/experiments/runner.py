@@ -39,7 +39,7 @@ def engine_clients(algorithm: Algorithm, setup: Setup) -> dict[str, EncodedClien
         return setup.clients
     pools = {}
     for pool in algorithm.pools:
-        members = [c for cid, c in setup.clients.items() if algorithm.pool_of(cid) == pool]
+        members = [c for cid, c in setup.seen_clients().items() if algorithm.pool_of(cid) == pool]
         parts = [
             concat([m.train for m in members]),
             concat([m.val for m in members]),
@@ -113,7 +113,22 @@ def finish_method(
         "diagnostics": run_diagnostics(algorithm.name, inits, cfg, setup) if cfg.diagnostics.enabled else {},
         "assignments": [h for h in algorithm.history if "assignment" in h],
     }
+    if hasattr(algorithm, "evaluate"):
+        result["selector"] = evaluate_selector(algorithm, setup)
     return result
+
+
+def evaluate_selector(algorithm, setup: Setup) -> dict:
+    """A latent-conditioned method's own evaluation (FedVPA-GP paper, Tables 1-2): seen and unseen clients.
+
+    Each client's z comes from its own training pairs, with no parameter update, so held-out clients are
+    evaluated exactly like the others.
+    """
+    out = {"seen": algorithm.evaluate(setup.model, setup.seen_clients())}
+    if setup.unseen:
+        out["unseen"] = algorithm.evaluate(setup.model, setup.unseen_clients())
+    out["latent_trace"] = algorithm.latent_trace
+    return out
 
 
 def save_initializations(inits: dict[str, State], path: Path) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 from torch import nn
 
 from fedpref.algorithms.base import ClientInfo
@@ -13,7 +14,7 @@ from fedpref.config import MULTI_MODEL_METHODS, ExperimentConfig
 from fedpref.data.pairs import PreferencePair, read_jsonl
 from fedpref.data.real import load_hh_rlhf, load_pairwise_jsonl, load_tldr, partition_hh
 from fedpref.data.splits import ClientSplits, split_clients
-from fedpref.data.synthetic import generate_synthetic
+from fedpref.data.synthetic import generate_synthetic_with_axes
 from fedpref.errors import ConfigError
 from fedpref.experiments.client_store import OnDemandClients
 from fedpref.models.adapters import State, trainable_state
@@ -27,6 +28,13 @@ class Setup:
     infos: list[ClientInfo]
     model: nn.Module
     init_state: State
+    unseen: list[str] = field(default_factory=list)  # clients held out of the global phase (data.unseen_clients)
+
+    def seen_clients(self) -> dict[str, EncodedClient]:
+        return {cid: self.clients[cid] for cid in self.clients if cid not in set(self.unseen)}
+
+    def unseen_clients(self) -> dict[str, EncodedClient]:
+        return {cid: self.clients[cid] for cid in self.unseen}
 
 
 def load_pairs(cfg: ExperimentConfig) -> list[PreferencePair]:
@@ -35,7 +43,8 @@ def load_pairs(cfg: ExperimentConfig) -> list[PreferencePair]:
 
 
 def _synthetic(cfg: ExperimentConfig) -> list[PreferencePair]:
-    return generate_synthetic(cfg.data.group_sizes, cfg.data.pairs_per_axis, cfg.seed)
+    pairs = generate_synthetic_with_axes(cfg.data.group_sizes, cfg.data.pairs_per_axis, cfg.seed)
+    return [pair for pair, axis in pairs if axis in cfg.data.synthetic_axes]
 
 
 def _tldr(cfg: ExperimentConfig) -> list[PreferencePair]:
@@ -96,10 +105,28 @@ def check_client_count(cfg: ExperimentConfig, clients: int) -> None:
         )
 
 
+def pick_unseen(splits: list[ClientSplits], count: int, seed: int) -> list[str]:
+    """`count` client ids spread evenly over the true groups (round robin over shuffled groups), seeded."""
+    if count >= len(splits):
+        raise ConfigError(f"data.unseen_clients = {count} leaves no client for training ({len(splits)} clients)")
+    rng = np.random.default_rng(seed)
+    by_group: dict[str | None, list[str]] = {}
+    for s in splits:
+        by_group.setdefault(s.group, []).append(s.client_id)
+    queues = [list(rng.permutation(ids)) for _, ids in sorted(by_group.items(), key=lambda kv: str(kv[0]))]
+    picked: list[str] = []
+    while len(picked) < count:
+        for queue in queues:
+            if queue and len(picked) < count:
+                picked.append(str(queue.pop()))
+    return sorted(picked)
+
+
 def build_setup(cfg: ExperimentConfig) -> Setup:
     """Everything a method needs; the encoded data (and prefix cache) is made once and shared by all methods."""
     splits = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
-    check_client_count(cfg, len(splits))
+    unseen = pick_unseen(splits, cfg.data.unseen_clients, cfg.seed) if cfg.data.unseen_clients else []
+    check_client_count(cfg, len(splits) - len(unseen))
     model = build_reward_model(cfg)
 
     def encode(s: ClientSplits) -> EncodedClient:
@@ -109,5 +136,5 @@ def build_setup(cfg: ExperimentConfig) -> Setup:
         clients = OnDemandClients(splits, encode, cfg.data.resident_clients)
     else:
         clients = {s.client_id: encode(s) for s in splits}
-    infos = [ClientInfo(s.client_id, len(s.train), s.group) for s in splits]
-    return Setup(splits, clients, infos, model, trainable_state(model))
+    infos = [ClientInfo(s.client_id, len(s.train), s.group) for s in splits if s.client_id not in unseen]
+    return Setup(splits, clients, infos, model, trainable_state(model), unseen)

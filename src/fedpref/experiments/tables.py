@@ -36,6 +36,31 @@ def group_rows(methods: dict, step: int) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _num(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def selector_rows(methods: dict) -> tuple[list[str], list[list[str]]]:
+    """Latent-conditioned selectors (the FedVPA-GP paper's Tables 1-2): accuracy with z and without, per type,
+    latent separation and collapse indicators; unseen clients when some were held out."""
+    shown = {name: r["selector"] for name, r in methods.items() if r.get("selector")}
+    groups = sorted({g for s in shown.values() for g in s["seen"]["by_group"]})
+    unseen = any("unseen" in s for s in shown.values())
+    header = ["method", "acc (z)", "acc (base)"] + [f"{g} acc" for g in groups]
+    header += ["silhouette", "probe acc", "KL to N(0,I)", "spread"] + (["unseen acc"] if unseen else [])
+    rows = []
+    for name, s in shown.items():
+        seen = s["seen"]
+        row = [name, _num(seen["acc_mean"]), _num(seen["base_acc_mean"])]
+        row += [_num(seen["by_group"][g]["acc"]) if g in seen["by_group"] else "–" for g in groups]
+        row += [_num(seen["separation"].get("silhouette"), 3), _num(seen["separation"].get("probe_acc"), 1)]
+        row += [_num(seen["collapse"]["kl_standard_mean"], 3), _num(seen["collapse"]["mean_spread"], 3)]
+        if unseen:
+            row.append(_num(s["unseen"]["acc_mean"]) if "unseen" in s else "–")
+        rows.append(row)
+    return header, rows
+
+
 def markdown(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -54,4 +79,7 @@ def results_markdown(methods: dict) -> str:
         from fedpref.diagnostics.report import table_rows
 
         parts += ["\n## Diagnostics (the FedGD paper's Tables 1 and 2)\n", markdown(*table_rows(diagnostics))]
+    if any(r.get("selector") for r in methods.values()):
+        title = "\n## Latent-conditioned selectors (seen clients; z from each client's own training pairs)\n"
+        parts += [title, markdown(*selector_rows(methods))]
     return "".join(parts)

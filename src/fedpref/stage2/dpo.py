@@ -1,0 +1,148 @@
+"""Stage 2 training: on-policy conditional DPO on the server (Algorithm 1 lines 19-23) and the FedDPO baseline."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from fedpref.algorithms.aggregation import uniform_average
+from fedpref.algorithms.sampling import uniform_sample
+from fedpref.models.adapters import load_trainable_state
+from fedpref.stage2.generation import Samples, Sampling, sample
+from fedpref.stage2.judges import Judge
+from fedpref.stage2.losses import dpo_loss, sequence_logps
+from fedpref.stage2.policy import ConditionalPolicy, TokenBatch, pack
+
+Contexts = dict[str, torch.Tensor | None]  # judge key (preference type) -> z the policy is conditioned on
+
+
+@dataclass(frozen=True)
+class DPOSettings:
+    """Table 4, RL training: reward coefficient (DPO beta) 0.1, lr 1e-5..1e-4, generation batch size 3."""
+
+    beta: float = 0.1
+    lr: float = 1e-4
+    steps: int = 30
+    prompts_per_step: int = 3
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Pair:
+    prompt: list[int]
+    chosen: list[int]
+    rejected: list[int]
+
+
+def label_pairs(samples: Samples, prompts: Sequence[str], judge: Judge, key: str, per_prompt: int) -> list[Pair]:
+    """Pairs (sample 2j, sample 2j+1) of each prompt, ordered by the judge's verdict; ties are dropped."""
+    first = [i for i in range(len(samples.texts)) if i % per_prompt % 2 == 0 and i % per_prompt + 1 < per_prompt]
+    texts = samples.texts
+    verdicts = judge([prompts[i // per_prompt] for i in first], [texts[i] for i in first], [texts[i + 1] for i in first], key)
+    pairs = []
+    for i, v in zip(first, verdicts):
+        if v == 0.5:
+            continue
+        win, lose = (i, i + 1) if v == 1.0 else (i + 1, i)
+        pairs.append(Pair(samples.prompt_ids[i], samples.response_ids[win], samples.response_ids[lose]))
+    return pairs
+
+
+def response_logps(policy: ConditionalPolicy, batch: TokenBatch) -> torch.Tensor:
+    logits = policy.lm(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    return sequence_logps(logits, batch.input_ids, batch.response_mask)
+
+
+def dpo_update(
+    policy: ConditionalPolicy, optimizer: torch.optim.Optimizer, pairs: list[Pair], z: torch.Tensor | None, beta: float
+) -> dict[str, float]:
+    """One DPO step on `pairs`: policy under z vs the frozen base (adapters off, no z) as reference."""
+    n = len(pairs)
+    batch = pack([p.prompt for p in pairs] * 2, [p.chosen for p in pairs] + [p.rejected for p in pairs])
+    with torch.no_grad(), policy.reference():
+        ref = response_logps(policy, batch)
+    policy.train()
+    with policy.conditioned(z, 2 * n):
+        logps = response_logps(policy, batch)
+    loss, r_chosen, r_rejected = dpo_loss(logps[:n], logps[n:], ref[:n], ref[n:], beta)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    policy.eval()
+    margin = r_chosen - r_rejected
+    return {"loss": loss.item(), "reward_margin": margin.mean().item(), "reward_acc": (margin > 0).float().mean().item()}
+
+
+def train_dpo(
+    policy: ConditionalPolicy,
+    tokenizer,
+    prompts: Sequence[str],
+    contexts: Contexts,
+    judge: Judge,
+    settings: DPOSettings,
+    sampling: Sampling,
+    seed: int,
+) -> list[dict]:
+    """On-policy DPO: each step takes the next context (round robin), samples `sampling.num_samples` responses
+    per prompt under its z, lets the judge label them for that key, and updates LoRA + Z-to-embedding.
+    """
+    params = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    rng = np.random.default_rng(seed)
+    order, cursor, keys, history = rng.permutation(len(prompts)), 0, list(contexts), []
+    for step in range(settings.steps):
+        key = keys[step % len(keys)]
+        if cursor + settings.prompts_per_step > len(order):
+            order, cursor = rng.permutation(len(prompts)), 0
+        batch = [prompts[i] for i in order[cursor : cursor + settings.prompts_per_step]]
+        cursor += settings.prompts_per_step
+        samples = sample(policy, tokenizer, batch, sampling, seed=seed * 100_003 + step, z=contexts[key])
+        pairs = label_pairs(samples, batch, judge, key, sampling.num_samples)
+        record = {"step": step, "key": key, "pairs": len(pairs)}
+        if pairs:
+            record.update(dpo_update(policy, optimizer, pairs, contexts[key], settings.beta))
+        history.append(record)
+    return history
+
+
+@dataclass(frozen=True)
+class FedSettings:
+    rounds: int = 50  # Table 4, RL training: 50 rounds of 30 local steps
+    clients_per_round: int = 5
+    local_steps: int = 30
+
+
+def run_feddpo(
+    policy: ConditionalPolicy,
+    tokenizer,
+    client_prompts: dict[str, list[str]],
+    client_groups: dict[str, str],
+    judge: Judge,
+    settings: DPOSettings,
+    fed: FedSettings,
+    sampling: Sampling,
+    seed: int,
+) -> list[dict]:
+    """FedDPO (Ye et al., 2024): each sampled client runs local on-policy DPO of the global policy with its own
+    labels (the judge under its group) on its own prompts; the server averages the LoRA weights uniformly.
+    Only the adapters travel. `policy` should have latent_dim = 0; it ends holding the global adapters.
+    """
+    rng, local = np.random.default_rng(seed), replace(settings, steps=fed.local_steps)
+    global_state, rounds = policy.adapter_state(), []
+    for r in range(fed.rounds):
+        sampled = uniform_sample(list(client_prompts), fed.clients_per_round, rng)
+        states, losses = [], []
+        for i, cid in enumerate(sampled):
+            load_trainable_state(policy, global_state)
+            contexts = {client_groups[cid]: None}
+            hist = train_dpo(policy, tokenizer, client_prompts[cid], contexts, judge, local, sampling, seed + 7919 * r + i)
+            states.append(policy.adapter_state())
+            losses += [h["loss"] for h in hist if "loss" in h]
+        global_state = uniform_average(states)
+        rounds.append({"round": r, "sampled": sampled, "loss": statistics.fmean(losses) if losses else None})
+    load_trainable_state(policy, global_state)
+    return rounds

@@ -1,0 +1,37 @@
+"""Win rate of the fine-tuned policy against the frozen base, per preference type (App. C.3.1, D.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fedpref.stage2.dpo import Contexts
+from fedpref.stage2.generation import Sampling, sample
+from fedpref.stage2.judges import Judge
+from fedpref.stage2.policy import ConditionalPolicy
+from fedpref.stage2.winrate import summarize_verdicts
+
+
+def win_rates(
+    policy: ConditionalPolicy,
+    tokenizer,
+    prompts: Sequence[str],
+    contexts: Contexts,
+    judges: dict[str, Judge],
+    sampling: Sampling,
+    seed: int,
+    examples: int = 2,
+) -> dict:
+    """{judge: {type: win-rate summary}}: one sampled response per held-out prompt from the policy under the
+    type's z (RESPONSE A, as in the paper) and one from the frozen base (adapters off), same sampling seed.
+    """
+    one = Sampling(sampling.temperature, sampling.top_p, 1, sampling.max_new_tokens, sampling.eos_token_id)
+    base = sample(policy, tokenizer, prompts, one, seed, reference=True).texts
+    out: dict = {name: {} for name in judges}
+    shown = {}
+    for key, z in contexts.items():
+        tuned = sample(policy, tokenizer, prompts, one, seed, z=z).texts
+        for name, judge in judges.items():
+            out[name][key] = summarize_verdicts(judge(prompts, tuned, base, key))
+        shown[key] = [{"prompt": p, "policy": a, "base": b} for p, a, b in list(zip(prompts, tuned, base))[:examples]]
+    out["examples"] = shown
+    return out

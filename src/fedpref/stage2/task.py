@@ -1,0 +1,44 @@
+"""A story preference task stories260K can express: two types that like or dislike size words (exact oracle)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+SIZE_WORDS = ("big", "huge", "large", "giant", "tall", "enormous")
+# Type -> sign of the utility: "G1" prefers more size words, "G2" fewer (opposite preferences, as the paper's
+# helpful vs harmless clients).
+TYPES = {"G1": 1.0, "G2": -1.0}
+
+_NAMES = ("Lily", "Tim", "Sam", "Sue", "Ben", "Mia", "Max", "Anna", "Tom", "Lucy", "Jack", "Amy")
+_SUBJECTS = ("a little girl named {n}", "a boy named {n}", "a cat named {n}", "a dog named {n}", "a bird named {n}")
+_OPENINGS = (
+    "Once upon a time, there was {s}.",
+    "One day, {s} went to the park.",
+    "There was {s} who liked to play outside.",
+    "{S} was very happy today.",
+)
+
+
+def count_words(text: str, words: Sequence[str] = SIZE_WORDS) -> int:
+    """Whole-word, case-insensitive occurrences of `words` in `text`."""
+    wanted = set(words)
+    return sum(1 for w in re.findall(r"[a-z]+", text.lower()) if w in wanted)
+
+
+def oracle_scores(words: Sequence[str] = SIZE_WORDS) -> dict[str, Callable[[str], float]]:
+    """Per type, the exact utility of a story: +count (G1) or -count (G2) of the word set."""
+    return {g: (lambda text, s=sign: s * count_words(text, words)) for g, sign in TYPES.items()}
+
+
+def story_prompts(seed: int) -> list[str]:
+    """The 240 distinct story openings (4 openings x 5 subjects x 12 names), shuffled by `seed`."""
+    prompts = []
+    for opening, subject, name in itertools.product(_OPENINGS, _SUBJECTS, _NAMES):
+        s = subject.format(n=name)
+        prompts.append(opening.format(s=s, S=s[0].upper() + s[1:]))
+    order = np.random.default_rng(seed).permutation(len(prompts))
+    return [prompts[i] for i in order]
