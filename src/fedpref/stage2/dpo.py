@@ -42,7 +42,9 @@ def label_pairs(samples: Samples, prompts: Sequence[str], judge: Judge, key: str
     """Pairs (sample 2j, sample 2j+1) of each prompt, ordered by the judge's verdict; ties are dropped."""
     first = [i for i in range(len(samples.texts)) if i % per_prompt % 2 == 0 and i % per_prompt + 1 < per_prompt]
     texts = samples.texts
-    verdicts = judge([prompts[i // per_prompt] for i in first], [texts[i] for i in first], [texts[i + 1] for i in first], key)
+    verdicts = judge(
+        [prompts[i // per_prompt] for i in first], [texts[i] for i in first], [texts[i + 1] for i in first], key
+    )
     pairs = []
     for i, v in zip(first, verdicts):
         if v == 0.5:
@@ -74,7 +76,11 @@ def dpo_update(
     optimizer.step()
     policy.eval()
     margin = r_chosen - r_rejected
-    return {"loss": loss.item(), "reward_margin": margin.mean().item(), "reward_acc": (margin > 0).float().mean().item()}
+    return {
+        "loss": loss.item(),
+        "reward_margin": margin.mean().item(),
+        "reward_acc": (margin > 0).float().mean().item(),
+    }
 
 
 def train_dpo(
@@ -139,7 +145,9 @@ def run_feddpo(
         for i, cid in enumerate(sampled):
             load_trainable_state(policy, global_state)
             contexts = {client_groups[cid]: None}
-            hist = train_dpo(policy, tokenizer, client_prompts[cid], contexts, judge, local, sampling, seed + 7919 * r + i)
+            hist = train_dpo(
+                policy, tokenizer, client_prompts[cid], contexts, judge, local, sampling, seed + 7919 * r + i
+            )
             states.append(policy.adapter_state())
             losses += [h["loss"] for h in hist if "loss" in h]
         global_state = uniform_average(states)

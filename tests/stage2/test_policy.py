@@ -1,0 +1,101 @@
+"""Conditional policy mechanics on the real stories260K: z injection, DPO updates, sampling, FedDPO."""
+
+import pytest
+import torch
+
+from fedpref.config import LoraConfig
+from fedpref.stage2.dpo import DPOSettings, FedSettings, Pair, dpo_update, response_logps, run_feddpo, train_dpo
+from fedpref.stage2.generation import Sampling, sample
+from fedpref.stage2.judges import OracleJudge
+from fedpref.stage2.policy import ConditionalPolicy, load_lm, pack
+from fedpref.stage2.task import oracle_scores
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+SHORT = Sampling(max_new_tokens=12)
+
+
+@pytest.fixture
+def policy(stories_path):
+    lm, tokenizer = load_lm(stories_path)
+    return ConditionalPolicy(lm, LoraConfig(rank=4, alpha=8, dropout=0.0), latent_dim=3), tokenizer
+
+
+def _batch(tokenizer):
+    prompt = tokenizer("Once upon a time")["input_ids"]
+    return prompt, pack([prompt, prompt], [[260, 300, 1], [270, 1]])
+
+
+def test_untrained_policy_equals_reference_and_z_shifts_logits(policy):
+    pol, tokenizer = policy
+    _, batch = _batch(tokenizer)
+    with torch.no_grad(), pol.reference():
+        ref = response_logps(pol, batch)
+    z = torch.tensor([1.0, -2.0, 0.5])
+    with torch.no_grad(), pol.conditioned(z, 2):
+        same = response_logps(pol, batch)  # zero-initialized Z-to-embedding and LoRA B = 0
+    assert torch.allclose(ref, same)
+    with torch.no_grad():
+        pol.z_to_embedding.weight.normal_()
+    with torch.no_grad(), pol.conditioned(z, 2):
+        shifted = response_logps(pol, batch)
+    with torch.no_grad(), pol.conditioned(torch.zeros(3), 2):
+        zero_z = response_logps(pol, batch)
+    assert not torch.allclose(shifted, ref)
+    assert torch.allclose(zero_z, ref)  # bias is still 0: z = 0 leaves the base untouched
+
+
+def test_dpo_update_moves_lora_and_z_module_not_the_base(policy):
+    pol, tokenizer = policy
+    prompt, _ = _batch(tokenizer)
+    frozen = {n: p.detach().clone() for n, p in pol.named_parameters() if not p.requires_grad}
+    trainable = pol.adapter_state()
+    assert any("lora_A" in n for n in trainable) and "z_to_embedding.weight" in trainable
+    opt = torch.optim.AdamW([p for p in pol.parameters() if p.requires_grad], lr=1e-2)
+    z = torch.tensor([1.0, -1.0, 2.0])
+    pairs = [Pair(prompt, [260, 300, 1], [270, 1])]
+    metrics = dpo_update(pol, opt, pairs, z, beta=0.1)
+    assert metrics["loss"] == pytest.approx(0.693147, abs=1e-5)  # first step: policy = reference
+    assert pol.z_to_embedding.weight.grad.abs().sum() > 0
+    after = dict(pol.named_parameters())
+    assert all(torch.equal(v, after[n]) for n, v in frozen.items())
+    changed = [n for n, v in trainable.items() if not torch.equal(v, after[n])]
+    assert "z_to_embedding.weight" in changed and any("lora_B" in n for n in changed)
+    for _ in range(5):
+        metrics = dpo_update(pol, opt, pairs, z, beta=0.1)
+    assert metrics["loss"] < 0.69 and metrics["reward_margin"] > 0
+
+
+def test_sampling_is_seeded_and_stops_at_eos(policy):
+    pol, tokenizer = policy
+    prompts = ["Once upon a time, there was a dog.", "Tim went to the park."]
+    a = sample(pol, tokenizer, prompts, SHORT, seed=3, reference=True)
+    b = sample(pol, tokenizer, prompts, SHORT, seed=3, reference=True)
+    assert a.texts == b.texts and len(a.texts) == 4  # 2 samples per prompt (App. D.1.2 default)
+    assert a.prompt_ids[0] == a.prompt_ids[1] == tokenizer(prompts[0])["input_ids"]
+    for r in a.response_ids:
+        assert len(r) <= SHORT.max_new_tokens and (1 not in r[:-1])
+
+
+def test_train_dpo_and_feddpo_run(policy, stories_path):
+    pol, tokenizer = policy
+    judge = OracleJudge(oracle_scores())
+    prompts = ["Once upon a time, there was a big dog.", "One day, a cat saw a tree.", "Sam was happy."]
+    settings = DPOSettings(steps=2, prompts_per_step=3, lr=1e-3)
+    history = train_dpo(pol, tokenizer, prompts, {"G1": torch.ones(3)}, judge, settings, SHORT, seed=0)
+    assert [h["step"] for h in history] == [0, 1]
+    lm, tokenizer = load_lm(stories_path)
+    glob = ConditionalPolicy(lm, LoraConfig(rank=2, alpha=4, dropout=0.0), latent_dim=0)
+    start = glob.adapter_state()
+    rounds = run_feddpo(
+        glob,
+        tokenizer,
+        {"c0": prompts, "c1": prompts},
+        {"c0": "G1", "c1": "G2"},
+        judge,
+        settings,
+        FedSettings(rounds=1, clients_per_round=2, local_steps=2),
+        SHORT,
+        seed=0,
+    )
+    assert rounds[0]["sampled"] and set(glob.adapter_state()) == set(start)  # only LoRA travels
+    assert all("lora" in n for n in start)
