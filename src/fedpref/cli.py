@@ -78,7 +78,36 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("config", type=Path)
     export.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     export.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    _add_stage2_parser(sub)
     return parser
+
+
+def _add_stage2_parser(sub) -> None:
+    """`fedpref stage2 CONFIG`: Stage 1 -> conditional DPO -> win rates, and FedDPO (docs/stage2.md)."""
+    from fedpref.stage2.config import option_rows
+
+    stage2 = sub.add_parser(
+        "stage2",
+        help="FedVPA-GP Stage 2: conditional DPO, FedDPO and win rates end to end (docs/stage2.md)",
+        epilog="config options:\n" + "\n".join(f"  {k:30s} {h} (default {d})" for k, d, h in option_rows()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    stage2.add_argument("config", type=Path, help="stage 2 TOML file, e.g. configs/stage2_stories.toml")
+    stage2.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    stage2.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
+    stage2.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
+
+
+def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.experiments.outputs import prepare_run_dir
+    from fedpref.stage2.config import load_stage2_config
+    from fedpref.stage2.pipeline import run_pipeline
+
+    cfg = load_stage2_config(args.config, args.overrides)
+    run_dir = args.out or Path("runs") / cfg.name
+    prepare_run_dir(run_dir, args.overwrite)
+    run_pipeline(cfg, run_dir, log=lambda line: console.print(line, highlight=False))
+    console.print((run_dir / "table.md").read_text(encoding="utf-8"), highlight=False)
 
 
 def cmd_diagnose(args: argparse.Namespace, console: Console) -> None:
@@ -149,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
-        {"run": cmd_run, "data": cmd_data, "diagnose": cmd_diagnose}[args.command](args, console)
+        {"run": cmd_run, "data": cmd_data, "diagnose": cmd_diagnose, "stage2": cmd_stage2}[args.command](args, console)
     except FedprefError as e:
         Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
         return 2

@@ -1,0 +1,165 @@
+"""Typed configuration of a Stage 2 run (`fedpref stage2 CONFIG`): TOML sections with help text and checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fedpref.config import _apply_override, _build, _help
+from fedpref.errors import ConfigError
+
+REWARDS = ("selector", "oracle")
+JUDGES = ("oracle", "selector", "chat")
+
+
+@dataclass
+class TaskConfig:
+    """The story task (fedpref.stage2.task): type G1 prefers more size words, G2 fewer; an exact oracle."""
+
+    clients_per_type: int = _help("Clients of each preference type (G1, G2); paper K = 10.", 5)
+    prompts_per_client: int = _help("Stage 1 data: prompts per client, 2 base samples each; ties are dropped.", 120)
+    eval_prompts: int = _help("Held-out prompts for the win rates (App. C.3.1: up to 30 samples).", 30)
+    words: list[str] = _help("The word set the oracle counts.", factory=lambda: ["big", "huge", "large", "giant"])
+
+
+@dataclass
+class Stage1Config:
+    """Stage 1 (FedVPA-GP via fedpref.experiments) on the generated pairs; MiniLM selector."""
+
+    method: str = _help("Stage 1 method: FedVPA-GP, FedVPL, FedVPL+Ortho or FedVPL+GB.", "FedVPA-GP")
+    rounds: int = _help("Federated rounds (Table 4: 50).", 50)
+    clients_per_round: int = _help("Clients per round (App. C.1: 5 for K = 10).", 5)
+    local_steps: int = _help("Local steps per round (Table 4: 30).", 30)
+    batch_size: int = _help("Pairs per step (Table 4: 4-8).", 8)
+    lr: float = _help("Learning rate (Table 4: 1e-5 to 1e-4).", 1e-4)
+    val_pairs: int = _help("Validation pairs per client.", 5)
+    test_pairs: int = _help("Test pairs per client (selector accuracy).", 15)
+    overrides: list[str] = _help(
+        "Further `fedpref run --set` items for the Stage 1 ExperimentConfig, e.g. 'lora.top_layers=2'.", factory=list
+    )
+
+
+@dataclass
+class PolicyLoraConfig:
+    rank: int = _help("LoRA rank of the policy (Table 4: 8).", 8)
+    alpha: int = _help("LoRA alpha (Table 4: 16).", 16)
+    dropout: float = _help("LoRA dropout (Table 4: 0.05).", 0.05)
+
+
+@dataclass
+class GenerationConfig:
+    """App. D.1.2 defaults."""
+
+    temperature: float = _help("Sampling temperature (App. D.1.2: 0.7).", 0.7)
+    top_p: float = _help("Nucleus top-p (App. D.1.2: 1.0).", 1.0)
+    num_samples: int = _help("Samples per prompt; consecutive samples form a DPO pair (App. D.1.2: 2).", 2)
+    max_new_tokens: int = _help("Max new tokens (App. D.1.2: 512, configurable).", 512)
+    eos_token_id: int = _help("Token that ends a response (stories260K: 1, its <s>).", 1)
+
+
+@dataclass
+class DPOConfig:
+    reward: str = _help(
+        "Who labels the on-policy pairs: 'selector' (Stage 1, paper) or 'oracle' (an upper bound).", "selector"
+    )
+    beta: float = _help("DPO beta (Table 4 'reward coefficient': 0.1).", 0.1)
+    lr: float = _help("AdamW learning rate (Table 4: 1e-5 to 1e-4).", 1e-4)
+    steps: int = _help("DPO steps on the server; each takes the next type's z in turn.", 1500)
+    prompts_per_step: int = _help("Prompts generated per step (Table 4 generation batch size: 3).", 3)
+
+
+@dataclass
+class FedDPOConfig:
+    enabled: bool = _help("Also train the FedDPO baseline (one global policy, FedAvg over client LoRA).", True)
+    rounds: int = _help("Rounds (Table 4, RL training: 50).", 50)
+    clients_per_round: int = _help("Clients per round.", 5)
+    local_steps: int = _help("Local DPO steps per client per round (Table 4: 30).", 30)
+
+
+@dataclass
+class EvalConfig:
+    judges: list[str] = _help(
+        f"Judges of the win rates, any of {', '.join(JUDGES)}.", factory=lambda: ["oracle", "selector"]
+    )
+    chat_url: str = _help("chat judge: base URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1.", "")
+    chat_model: str = _help("chat judge: model name (App. D.2: gpt-4o-mini).", "gpt-4o-mini")
+    chat_key_env: str = _help("chat judge: environment variable holding the API key ('' for none).", "OPENAI_API_KEY")
+
+
+@dataclass
+class Stage2Config:
+    name: str = _help("Run name (default output folder runs/<name>).", "stage2")
+    seed: int = _help("Seed of prompts, data, sampling and initialization.", 0)
+    policy_path: str = _help("Local Hugging Face causal LM folder of the policy.", "../shared/models/stories260K/hf")
+    task: TaskConfig = field(default_factory=TaskConfig)
+    stage1: Stage1Config = field(default_factory=Stage1Config)
+    lora: PolicyLoraConfig = field(default_factory=PolicyLoraConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    dpo: DPOConfig = field(default_factory=DPOConfig)
+    feddpo: FedDPOConfig = field(default_factory=FedDPOConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def load_stage2_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Stage2Config:
+    """Load a TOML file (or the defaults), apply `a.b=c` overrides, validate; errors name the key and file."""
+    source, raw = str(path) if path is not None else "<defaults>", {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such config file")
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: invalid TOML ({e})") from None
+    for item in overrides or []:
+        _apply_override(raw, item)
+    cfg = _build(Stage2Config, raw, source, prefix="")
+    validate_stage2(cfg, source)
+    return cfg
+
+
+def validate_stage2(c: Stage2Config, source: str) -> None:
+    def need(ok: bool, key: str, problem: str) -> None:
+        if not ok:
+            raise ConfigError(f"{source}: '{key}' {problem}")
+
+    need(c.task.clients_per_type >= 1, "task.clients_per_type", "must be >= 1")
+    need(c.task.prompts_per_client >= 4, "task.prompts_per_client", "must be >= 4")
+    need(c.task.eval_prompts >= 1, "task.eval_prompts", "must be >= 1")
+    need(bool(c.task.words), "task.words", "must name at least one word")
+    need(
+        c.generation.num_samples >= 2 and c.generation.num_samples % 2 == 0,
+        "generation.num_samples",
+        "must be even, >= 2",
+    )
+    need(c.generation.temperature > 0, "generation.temperature", "must be > 0")
+    need(0 < c.generation.top_p <= 1, "generation.top_p", "must be in (0, 1]")
+    need(c.generation.max_new_tokens >= 1, "generation.max_new_tokens", "must be >= 1")
+    need(c.dpo.reward in REWARDS, "dpo.reward", f"must be one of {', '.join(REWARDS)}")
+    need(c.dpo.beta > 0 and c.dpo.lr > 0, "dpo.beta/lr", "must be > 0")
+    need(c.dpo.steps >= 0 and c.dpo.prompts_per_step >= 1, "dpo.steps/prompts_per_step", "must be >= 0 / >= 1")
+    clients = 2 * c.task.clients_per_type
+    need(1 <= c.feddpo.clients_per_round <= clients, "feddpo.clients_per_round", f"must be in [1, {clients}]")
+    need(1 <= c.stage1.clients_per_round <= clients, "stage1.clients_per_round", f"must be in [1, {clients}]")
+    need(c.feddpo.rounds >= 1 and c.feddpo.local_steps >= 1, "feddpo.rounds/local_steps", "must be >= 1")
+    need(c.lora.rank >= 1 and 0 <= c.lora.dropout < 1, "lora.rank/dropout", "must be >= 1 / in [0, 1)")
+    bad = [j for j in c.eval.judges if j not in JUDGES]
+    need(not bad, "eval.judges", f"has unknown judge(s) {bad}; choose from {', '.join(JUDGES)}")
+    need("chat" not in c.eval.judges or bool(c.eval.chat_url), "eval.chat_url", "is required for the chat judge")
+
+
+def option_rows(cls: type = Stage2Config, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, help) of every Stage 2 option, nested sections flattened to `section.key`."""
+    rows, default = [], cls()
+    for f in dataclasses.fields(cls):
+        value = getattr(default, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += option_rows(type(value), f"{prefix}{f.name}.")
+        else:
+            rows.append((prefix + f.name, repr(value), f.metadata.get("help", "")))
+    return rows

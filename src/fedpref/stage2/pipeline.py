@@ -1,0 +1,227 @@
+"""Stage 1 -> Stage 2 -> win rates end to end on the story task (paper 001, Algorithm 1), plus FedDPO."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedpref.config import load_config
+from fedpref.data.pairs import PreferencePair, write_jsonl
+from fedpref.experiments.methods import build_algorithm
+from fedpref.experiments.runner import run_global
+from fedpref.experiments.setup import build_setup
+from fedpref.models.adapters import load_trainable_state
+from fedpref.models.variational import variational_model
+from fedpref.stage2.config import Stage2Config
+from fedpref.stage2.dpo import DPOSettings, FedSettings, run_feddpo, train_dpo
+from fedpref.stage2.evaluate import win_rates
+from fedpref.stage2.generation import Sampling, sample
+from fedpref.stage2.judges import ChatJudge, Judge, MarginJudge, OracleJudge
+from fedpref.stage2.policy import ConditionalPolicy, load_lm
+from fedpref.stage2.selector import SelectorMargins
+from fedpref.stage2.task import TYPES, oracle_scores, story_prompts
+
+Log = Callable[[str], None]
+
+
+def client_types(cfg: Stage2Config) -> dict[str, str]:
+    """client id -> type: c00.. for G1 first, then G2."""
+    n = cfg.task.clients_per_type
+    return {f"c{i:02d}": group for i, group in enumerate(g for g in TYPES for _ in range(n))}
+
+
+def sampling_of(cfg: Stage2Config) -> Sampling:
+    g = cfg.generation
+    return Sampling(g.temperature, g.top_p, g.num_samples, g.max_new_tokens, g.eos_token_id)
+
+
+def make_stage1_pairs(policy, tokenizer, cfg: Stage2Config, pool: list[str]) -> list[PreferencePair]:
+    """Each client samples 2 base stories for each of its prompts; its type's oracle labels them; ties dropped."""
+    judge, rng, pairs = OracleJudge(oracle_scores(cfg.task.words)), np.random.default_rng(cfg.seed), []
+    two = Sampling(cfg.generation.temperature, cfg.generation.top_p, 2, cfg.generation.max_new_tokens)
+    for i, (cid, group) in enumerate(client_types(cfg).items()):
+        prompts = [pool[j] for j in rng.choice(len(pool), cfg.task.prompts_per_client)]
+        texts = sample(policy, tokenizer, prompts, two, seed=cfg.seed * 1000 + i, reference=True).texts
+        verdicts = judge(prompts, texts[0::2], texts[1::2], group)
+        for p, a, b, v in zip(prompts, texts[0::2], texts[1::2], verdicts):
+            if v != 0.5:
+                pairs.append(PreferencePair(p, a, b, cid, group) if v == 1.0 else PreferencePair(p, b, a, cid, group))
+    return pairs
+
+
+def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, torch.Tensor], dict]:
+    """FedVPA-GP (or a variant) over the pairs file with fedpref.experiments; the selector, each type's mean
+    client latent (z from the client's own training pairs, no label leakage) and the selector's evaluation.
+    """
+    s = cfg.stage1
+    items = [
+        f"seed={cfg.seed}",
+        "data.source='jsonl'",
+        f"data.path='{pairs_path}'",
+        "data.cache_dir=''",  # Stage 2 encodes fresh generations: no disk cache
+        f"data.val_pairs={s.val_pairs}",
+        f"data.test_pairs={s.test_pairs}",
+        f"algorithm.methods=['{s.method}']",
+        f"federation.rounds={s.rounds}",
+        f"federation.clients_per_round={s.clients_per_round}",
+        f"train.local_steps={s.local_steps}",
+        f"train.batch_size={s.batch_size}",
+        f"train.lr={s.lr}",
+        *s.overrides,
+    ]
+    ecfg = load_config(None, items)
+    setup = build_setup(ecfg)
+    algorithm = build_algorithm(s.method, ecfg, setup.infos, setup.init_state, setup.model)
+    run_global(algorithm, ecfg, setup)
+    evaluation = algorithm.evaluate(setup.model, setup.clients)
+    selector = variational_model(setup.model, algorithm.spec)
+    load_trainable_state(selector, algorithm.global_state)
+    latents = {}
+    for group in TYPES:
+        means = [r["latent_mean"] for r in evaluation["per_client"].values() if r["group"] == group]
+        latents[group] = torch.tensor(means).mean(0)
+    return selector, latents, evaluation
+
+
+def build_judges(cfg: Stage2Config, selector, latents: dict[str, torch.Tensor]) -> dict[str, Judge]:
+    judges: dict[str, Judge] = {}
+    for name in cfg.eval.judges:
+        if name == "oracle":
+            judges[name] = OracleJudge(oracle_scores(cfg.task.words))
+        elif name == "selector":
+            judges[name] = MarginJudge(SelectorMargins(selector, latents))
+        else:
+            judges[name] = ChatJudge(cfg.eval.chat_url, cfg.eval.chat_model, api_key_env=cfg.eval.chat_key_env)
+    return judges
+
+
+def dpo_settings(cfg: Stage2Config) -> DPOSettings:
+    d = cfg.dpo
+    return DPOSettings(beta=d.beta, lr=d.lr, steps=d.steps, prompts_per_step=d.prompts_per_step)
+
+
+def summarize_history(history: list[dict], window: int = 20) -> dict:
+    """Mean DPO loss / implicit-reward accuracy over the first and last `window` steps with pairs."""
+    done = [h for h in history if "loss" in h]
+    if not done:
+        return {"steps": len(history), "pairs": 0}
+    head, tail = done[:window], done[-window:]
+    return {
+        "steps": len(history),
+        "pairs": sum(h["pairs"] for h in history),
+        "loss_first": round(statistics.fmean(h["loss"] for h in head), 4),
+        "loss_last": round(statistics.fmean(h["loss"] for h in tail), 4),
+        "reward_acc_last": round(statistics.fmean(h["reward_acc"] for h in tail), 4),
+    }
+
+
+def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
+    """Stage 1 data and selector, conditional DPO, FedDPO, win rates vs the frozen base; writes results.json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    timing, results, started = {}, {"config": cfg.to_dict()}, time.perf_counter()
+    prompts = story_prompts(cfg.seed)
+    eval_prompts, pool = prompts[: cfg.task.eval_prompts], prompts[cfg.task.eval_prompts :]
+    lm, tokenizer = load_lm(cfg.policy_path)
+    lora = _lora(cfg)
+    policy = ConditionalPolicy(lm, lora, latent_dim=_latent_dim(cfg), seed=cfg.seed)
+
+    pairs = make_stage1_pairs(policy, tokenizer, cfg, pool)
+    write_jsonl(pairs, out_dir / "stage1_pairs.jsonl")
+    log(f"stage 1 data: {len(pairs)} labelled pairs (ties dropped) -> {out_dir / 'stage1_pairs.jsonl'}")
+    t = time.perf_counter()
+    selector, latents, evaluation = run_stage1(cfg, out_dir / "stage1_pairs.jsonl")
+    timing["stage1_s"] = round(time.perf_counter() - t, 1)
+    results["stage1"] = _stage1_summary(evaluation, latents, len(pairs))
+    log(f"stage 1 ({cfg.stage1.method}): {json.dumps(results['stage1']['by_group'])} in {timing['stage1_s']} s")
+
+    judges = build_judges(cfg, selector, latents)
+    oracle = OracleJudge(oracle_scores(cfg.task.words))
+    reward = judges.get("selector") or MarginJudge(SelectorMargins(selector, latents))
+    labeler = reward if cfg.dpo.reward == "selector" else oracle
+    contexts = {g: latents[g] for g in TYPES}
+    sampling, eval_seed = sampling_of(cfg), cfg.seed + 424242
+    t = time.perf_counter()
+    history = train_dpo(policy, tokenizer, pool, contexts, labeler, dpo_settings(cfg), sampling, cfg.seed)
+    timing["stage2_dpo_s"] = round(time.perf_counter() - t, 1)
+    results["stage2"] = {"reward": cfg.dpo.reward, "training": summarize_history(history)}
+    results["stage2"]["win_rates"] = win_rates(policy, tokenizer, eval_prompts, contexts, judges, sampling, eval_seed)
+    log(f"conditional DPO: {json.dumps(_headline(results['stage2']['win_rates']))} ({timing['stage2_dpo_s']} s)")
+
+    if cfg.feddpo.enabled:
+        t = time.perf_counter()
+        results["feddpo"] = _feddpo(cfg, tokenizer, pool, judges, oracle, sampling, eval_seed)
+        timing["feddpo_s"] = round(time.perf_counter() - t, 1)
+        log(f"FedDPO: {json.dumps(_headline(results['feddpo']['win_rates']))} ({timing['feddpo_s']} s)")
+    timing["wall_s"] = round(time.perf_counter() - started, 1)
+    results["timing"] = timing
+    (out_dir / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    (out_dir / "table.md").write_text(results_markdown(results), encoding="utf-8")
+    return results
+
+
+def _feddpo(cfg: Stage2Config, tokenizer, pool: list[str], judges, oracle, sampling, eval_seed: int) -> dict:
+    """One global policy; each client labels its own prompts' on-policy pairs with its type's oracle."""
+    lm, _ = load_lm(cfg.policy_path)
+    policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=0, seed=cfg.seed)
+    types = client_types(cfg)
+    shares = np.array_split(np.arange(len(pool)), len(types))
+    client_prompts = {cid: [pool[j] for j in share] for cid, share in zip(types, shares)}
+    f = cfg.feddpo
+    fed = FedSettings(f.rounds, f.clients_per_round, f.local_steps)
+    rounds = run_feddpo(policy, tokenizer, client_prompts, types, oracle, dpo_settings(cfg), fed, sampling, cfg.seed)
+    contexts = {g: None for g in TYPES}
+    return {
+        "rounds": rounds,
+        "win_rates": win_rates(policy, tokenizer, _eval_prompts(cfg), contexts, judges, sampling, eval_seed),
+    }
+
+
+def _eval_prompts(cfg: Stage2Config) -> list[str]:
+    return story_prompts(cfg.seed)[: cfg.task.eval_prompts]
+
+
+def _lora(cfg: Stage2Config):
+    from fedpref.config import LoraConfig
+
+    return LoraConfig(rank=cfg.lora.rank, alpha=cfg.lora.alpha, dropout=cfg.lora.dropout)
+
+
+def _latent_dim(cfg: Stage2Config) -> int:
+    return load_config(None, list(cfg.stage1.overrides)).variational.latent_dim
+
+
+def _stage1_summary(evaluation: dict, latents: dict[str, torch.Tensor], pairs: int) -> dict:
+    g1, g2 = (latents[g] for g in TYPES)
+    return {
+        "pairs": pairs,
+        "acc_mean": round(evaluation["acc_mean"], 2),
+        "base_acc_mean": round(evaluation["base_acc_mean"], 2),
+        "by_group": {g: {k: round(v, 2) for k, v in r.items()} for g, r in evaluation["by_group"].items()},
+        "separation": evaluation["separation"],
+        "type_latent_distance": round(float((g1 - g2).norm()), 4),
+    }
+
+
+def _headline(rates: dict) -> dict:
+    return {j: {g: r["win_rate"] for g, r in by.items()} for j, by in rates.items() if j != "examples"}
+
+
+def results_markdown(results: dict) -> str:
+    """Win rate (%) vs the frozen base per method, judge and type, with n and the 95% Wilson interval."""
+    lines = ["| method | judge | type | win rate (%) | n (W/T/L) | 95% CI |", "|---|---|---|---|---|---|"]
+    for method, key in (("conditional DPO (Stage 2)", "stage2"), ("FedDPO", "feddpo")):
+        rates = results.get(key, {}).get("win_rates", {})
+        for judge, by_type in rates.items():
+            if judge == "examples":
+                continue
+            for group, r in by_type.items():
+                counts = f"{r['n']} ({r['wins']}/{r['ties']}/{r['losses']})"
+                lines.append(f"| {method} | {judge} | {group} | {r['win_rate']} | {counts} | {r['ci95']} |")
+    return "\n".join(lines) + "\n"
