@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from fedpref.cli import main
+from fedpref.engines.checkpoint import CheckpointStore
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = [
@@ -130,3 +131,22 @@ def test_resume_refuses_another_config(reference, tmp_path, capsys):
 def test_run_records_version_hash_and_seed(reference):
     results = json.loads((reference / "results.json").read_text())
     assert results["fedpref_version"] and len(results["config_hash"]) == 12 and results["seed"] == 0
+
+
+def test_fedvpa_resume_restores_each_clients_private_memory(tmp_path):
+    """FedVPA-GP's Gumbel logits live on the clients; a resumed run must get them back from the checkpoint."""
+    args = ["--set", "algorithm.methods=['FedVPA-GP']", "--set", "federation.rounds=4"]
+    args += ["--set", "federation.checkpoint_every=1"]
+    ref, out = tmp_path / "ref", tmp_path / "run"
+    assert main(["run", "configs/tiny.toml", "--out", str(ref), *args]) == 0
+    cmd = [sys.executable, "-m", "fedpref.cli", "run", "configs/tiny.toml", "--out", str(out), *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for(lambda: rounds_logged(out) >= 3, proc)  # the mixture prior and Gumbel logits are in use
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    saved = CheckpointStore(out / "checkpoints").load()
+    assert saved["current"]["client_memory"]  # some client holds Gumbel logits
+    assert main(["run", "configs/tiny.toml", "--out", str(out), *args, "--resume"]) == 0
+    assert_same(ref, out)

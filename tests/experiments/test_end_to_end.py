@@ -3,6 +3,7 @@
 import json
 
 from fedpref.cli import main
+from fedpref.config import VARIATIONAL_METHODS
 from fedpref.experiments.methods import BUILDERS
 
 
@@ -22,7 +23,10 @@ def test_every_method_end_to_end(tmp_path, capsys):
         assert len(curves["per_client"]) == 8, name
         assert set(curves["by_group"]) == {"G1", "G2", "G3", "G4"}
         assert all(0 <= a <= 100 for a in curves["acc_mean"])
-    for name in ("config.toml", "rounds.jsonl", "table.md", "personalization.png"):
+    for name in VARIATIONAL_METHODS:
+        assert set(results["methods"][name]["selector"]) == {"seen", "latent_trace"}
+        assert len(results["methods"][name]["selector"]["seen"]["per_client"]) == 8
+    for name in ("config.toml", "rounds.jsonl", "table.md", "personalization.png", "latents.png"):
         assert (out / name).stat().st_size > 0, name
     from fedpref.config import load_config
 
@@ -42,3 +46,18 @@ def test_diagnose_a_finished_run(tmp_path, capsys):
     assert diag["GQ_mean"] >= 0 and 0 <= diag["H+_W"] <= 100
     assert "GQ_B" in capsys.readouterr().out
     assert "Diagnostics" in (out / "table.md").read_text()
+
+
+def test_unseen_clients_never_train_and_are_evaluated(tmp_path):
+    out = tmp_path / "run"
+    args = ["--set", "algorithm.methods=['FL','CL','FedVPA-GP']", "--set", "data.unseen_clients=2"]
+    assert main(["run", "configs/tiny.toml", "--out", str(out), *args]) == 0
+    results = json.loads((out / "results.json").read_text())
+    unseen = set(results["methods"]["FedVPA-GP"]["selector"]["unseen"]["per_client"])
+    seen = set(results["methods"]["FedVPA-GP"]["selector"]["seen"]["per_client"])
+    assert len(unseen) == 2 and len(seen) == 6 and not unseen & seen
+    log = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    sampled = {c for r in log if r["method"] in ("FL", "FedVPA-GP") for c in r["sampled"]}
+    assert sampled and not sampled & unseen
+    assert set(results["methods"]["FL"]["personalization"]["per_client"]) == seen | unseen  # still personalized
+    assert results["data"]["unseen_clients"] == sorted(unseen)

@@ -84,6 +84,7 @@ def data_summary(cfg: ExperimentConfig, setup) -> dict:
         "train_pairs": sum(len(s.train) for s in setup.splits),
         "val_pairs_per_client": cfg.data.val_pairs,
         "test_pairs_per_client": cfg.data.test_pairs,
+        "unseen_clients": list(setup.unseen),
     }
 
 
