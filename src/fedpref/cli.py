@@ -92,7 +92,7 @@ def _add_stage2_parser(sub) -> None:
         epilog="config options:\n" + "\n".join(f"  {k:30s} {h} (default {d})" for k, d, h in option_rows()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    stage2.add_argument("config", type=Path, help="stage 2 TOML file, e.g. configs/stage2_stories.toml")
+    stage2.add_argument("config", type=Path, help="stage 2 TOML file, e.g. configs/stage2/stories.toml")
     stage2.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     stage2.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
     stage2.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
