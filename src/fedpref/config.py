@@ -259,8 +259,15 @@ class ExperimentConfig:
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Load a TOML file (or the defaults when `path` is None), apply `a.b=c` overrides, validate."""
-    source = str(path) if path is not None else "<defaults>"
-    raw: dict = {}
+    source, raw = read_toml(path, overrides)
+    config = _build(ExperimentConfig, raw, source, prefix="")
+    validate(config, source)
+    return config
+
+
+def read_toml(path: str | Path | None, overrides: list[str] | None) -> tuple[str, dict]:
+    """(source name for errors, raw table): a TOML file (or nothing) with `a.b=c` overrides applied."""
+    source, raw = (str(path) if path is not None else "<defaults>"), {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
@@ -271,9 +278,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"{path}: invalid TOML ({e})") from None
     for item in overrides or []:
         _apply_override(raw, item)
-    config = _build(ExperimentConfig, raw, source, prefix="")
-    validate(config, source)
-    return config
+    return source, raw
 
 
 def _apply_override(raw: dict, item: str) -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpref.config import _apply_override, _build, _help
+from fedpref.config import _build, _help, read_toml
 from fedpref.errors import ConfigError
 
 REWARDS = ("selector", "oracle")
@@ -107,17 +106,7 @@ class Stage2Config:
 
 def load_stage2_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Stage2Config:
     """Load a TOML file (or the defaults), apply `a.b=c` overrides, validate; errors name the key and file."""
-    source, raw = str(path) if path is not None else "<defaults>", {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such config file")
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: invalid TOML ({e})") from None
-    for item in overrides or []:
-        _apply_override(raw, item)
+    source, raw = read_toml(path, overrides)
     cfg = _build(Stage2Config, raw, source, prefix="")
     validate_stage2(cfg, source)
     return cfg
