@@ -68,16 +68,25 @@ def test_frozen_embeddings_ignore_the_adapters_and_are_cached(base, enc):
                 p.copy_(state[n])
 
 
-def test_the_shift_starts_at_zero_so_logits_start_at_the_base_rewards(base, enc):
+def test_base_logits_are_the_rewards_of_a_and_b(base, enc):
     model = VariationalSelector(base, SPEC)
     index, z = torch.arange(5), torch.randn(5, 8)
     with torch.no_grad():
-        base_logits, shift = model.logit_parts(enc, index, z)
+        base_logits, _ = model.logit_parts(enc, index, z)
         r = base.rewards([enc.seqs[2 * i + k] for i in range(5) for k in (0, 1)]).view(-1, 2)
-    assert float(shift.abs().max()) == 0.0
     flags = position_flags(enc)[:5]
     chosen_logit = torch.where(flags, base_logits[:, 0], base_logits[:, 1])
     torch.testing.assert_close(chosen_logit, r[:, 0])
+
+
+def test_projected_shift_sees_layer_normalized_embeddings(base):
+    """f(z) . W LN(h_k): rescaling or offsetting an embedding leaves the shift unchanged; z changes it."""
+    model = VariationalSelector(base, SPEC)
+    z, h = torch.randn(3, 8), torch.randn(3, 2, base.bert.config.hidden_size)
+    with torch.no_grad():
+        shift = model.logit_shift(z, h)
+        torch.testing.assert_close(model.logit_shift(z, 4.0 * h + 1.0), shift, rtol=1e-4, atol=1e-5)
+        assert not torch.allclose(model.logit_shift(z + 1.0, h), shift)
 
 
 def test_base_logit_dropout_leaves_only_the_latent_shift(base, enc):

@@ -25,7 +25,7 @@ class VariationalSpec:
     """Architecture of the variational modules (everything a client needs to rebuild them).
 
     conditioning: 'additive' is the paper's logits = logits_base + f(z) (Sec. 4.4), a content-free shift;
-    'projected' makes the shift content-aware: delta_k = f(z) . W h_k for response k (see `logit_shift`).
+    'projected' makes the shift content-aware: delta_k = f(z) . W LN(h_k) for response k (see `logit_shift`).
     latent_context: 'pair' is Algorithm 2 line 14 (z from the pair's own difference embedding);
     'other_half' takes each pair's z from the other half of its batch (client-level, as at test time).
     """
@@ -98,8 +98,6 @@ class VariationalSelector(nn.Module):
             self.posterior = nn.Linear(f, 2 * d)
             self.latent = _mlp([d, 64, 32, 2])  # f_theta, Table 4
             self.projection = nn.Linear(hidden, 2, bias=False) if spec.conditioning == "projected" else None
-        nn.init.zeros_(self.latent[-1].weight)  # the shift starts at 0: training starts from the base selector
-        nn.init.zeros_(self.latent[-1].bias)
         generator = torch.Generator().manual_seed(spec.seed)
         self.prototypes = nn.Parameter(init_prototypes(spec.num_prototypes, d, spec.prototype_scale, generator))
         self.to(base.head.weight.device)
@@ -173,6 +171,9 @@ class VariationalSelector(nn.Module):
         f = self.latent(z)
         if self.projection is None:
             return f
+        # Layer-normalized h: raw pooled embeddings differ by ~0.03 under W between two responses, too small
+        # for f(z) to ever matter next to trained base logits (~1); normalized, the difference is ~0.3.
+        h_ab = nn.functional.layer_norm(h_ab, h_ab.shape[-1:])
         return (self.projection(h_ab) * f.unsqueeze(1)).sum(-1)
 
     def logit_parts(self, enc: EncodedPairs, index: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
