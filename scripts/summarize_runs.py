@@ -1,4 +1,5 @@
-"""Markdown summary of finished runs: accuracy per method and seed, mean ± std over seeds, FedGD's partition.
+"""Markdown summary of finished runs: accuracy per method and seed, mean ± std over seeds, FedGD's partition,
+and for latent-conditioned methods (FedVPL, FedVPA-GP) the selector's accuracy, separation and collapse.
 
 .venv/bin/python scripts/summarize_runs.py runs/red_imb_s0 runs/red_imb_s1 runs/red_imb_s2
 """
@@ -72,6 +73,65 @@ def main(runs: list[Path]) -> None:
         for s in seeds:
             groups = ", ".join(f"{g} {v[0]:.0f}->{v[-1]:.0f}" for g, v in s["groups"].items())
             print(f"- {name} (seed {s['seed']}): {groups}")
+    selector_table([load(run)[0] for run in runs])
+
+
+def _mean_std(values: list[float]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    spread = statistics.pstdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.fmean(values):.2f} ± {spread:.2f}"
+
+
+def client_groups(results: dict) -> dict[str, tuple[str, str]]:
+    """client -> (true group, 'seen' or 'unseen'), from any latent-conditioned method's evaluation."""
+    for r in results["methods"].values():
+        if r.get("selector"):
+            sel = r["selector"]
+            kinds = [k for k in ("seen", "unseen") if k in sel]
+            return {c: (v["group"], k) for k in kinds for c, v in sel[k]["per_client"].items()}
+    return {}
+
+
+def baseline_entry(result: dict, group_of: dict[str, tuple[str, str]]) -> dict:
+    """A monolithic baseline's acc^0 (its reward model, no z) in the selector table's shape."""
+    acc0 = {c: curve[0] for c, curve in result["personalization"]["per_client"].items()}
+    seen = [c for c in acc0 if group_of[c][1] == "seen"]
+    unseen = [c for c in acc0 if group_of[c][1] == "unseen"]
+    groups = sorted({group_of[c][0] for c in seen})
+    by_group = {g: {"acc": statistics.fmean(acc0[c] for c in seen if group_of[c][0] == g)} for g in groups}
+    entry = {"seen": {"acc_mean": statistics.fmean(acc0[c] for c in seen), "by_group": by_group}}
+    if unseen:
+        entry["unseen"] = {"acc_mean": statistics.fmean(acc0[c] for c in unseen)}
+    return entry
+
+
+def selector_table(all_results: list[dict]) -> None:
+    """Mean ± std over seeds of the selector evaluation (FedVPA-GP paper, Tables 1-2)."""
+    entries: dict[str, list[dict]] = {}
+    for results in all_results:
+        for name, r in results["methods"].items():
+            if r.get("selector"):
+                entries.setdefault(name, []).append(r["selector"])
+            elif group_of := client_groups(results):
+                entries.setdefault(name, []).append(baseline_entry(r, group_of))
+    if not entries:
+        return
+    groups = sorted({g for runs in entries.values() for s in runs for g in s["seen"]["by_group"]})
+    header = ["method", "seeds", "acc"] + [f"{g} acc" for g in groups]
+    header += ["silhouette", "probe acc", "KL to N(0,I)", "spread", "unseen acc"]
+    print("\nSelector (seen clients unless noted; mean ± std over seeds):\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name, runs in entries.items():
+        seen = [s["seen"] for s in runs]
+        cells = [name, str(len(runs)), _mean_std([s["acc_mean"] for s in seen])]
+        cells += [_mean_std([s["by_group"].get(g, {}).get("acc") for s in seen]) for g in groups]
+        cells += [_mean_std([s.get("separation", {}).get(k) for s in seen]) for k in ("silhouette", "probe_acc")]
+        cells += [_mean_std([s.get("collapse", {}).get(k) for s in seen]) for k in ("kl_standard_mean", "mean_spread")]
+        cells.append(_mean_std([s["unseen"]["acc_mean"] for s in runs if "unseen" in s]))
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
