@@ -62,6 +62,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diag.add_argument("run_dir", type=Path, help="a finished run folder")
     diag.add_argument(
+        "--method",
+        dest="methods",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="diagnose only this method (repeatable; default: every method of the run)",
+    )
+    diag.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -113,7 +121,7 @@ def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
 def cmd_diagnose(args: argparse.Namespace, console: Console) -> None:
     from fedpref.experiments.experiment import diagnose_run
 
-    diagnose_run(args.run_dir, console, args.overrides)
+    diagnose_run(args.run_dir, console, args.overrides, args.methods or None)
 
 
 def cmd_data(args: argparse.Namespace, console: Console) -> None:

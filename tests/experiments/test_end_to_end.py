@@ -38,14 +38,18 @@ def test_every_method_end_to_end(tmp_path, capsys):
 
 def test_diagnose_a_finished_run(tmp_path, capsys):
     out = tmp_path / "run"
-    fast = ["--set", "algorithm.methods=['FL']", "--set", "federation.rounds=1"]
+    fast = ["--set", "algorithm.methods=['FL','CL']", "--set", "federation.rounds=1"]
     assert main(["run", "configs/tiny.toml", "--out", str(out), *fast]) == 0
     assert (out / "models" / "FL.pt").is_file()
-    assert main(["diagnose", str(out), "--set", "diagnostics.steps=2"]) == 0
-    diag = json.loads((out / "results.json").read_text())["methods"]["FL"]["diagnostics"]
+    assert main(["diagnose", str(out), "--set", "diagnostics.steps=2", "--method", "FL"]) == 0
+    methods = json.loads((out / "results.json").read_text())["methods"]
+    diag = methods["FL"]["diagnostics"]
     assert diag["GQ_mean"] >= 0 and 0 <= diag["H+_W"] <= 100
+    assert not methods["CL"]["diagnostics"]  # only the method asked for
     assert "GQ_B" in capsys.readouterr().out
     assert "Diagnostics" in (out / "table.md").read_text()
+    assert main(["diagnose", str(out), "--method", "FedGD"]) == 2
+    assert "no method FedGD" in capsys.readouterr().err
 
 
 def test_unseen_clients_never_train_and_are_evaluated(tmp_path):

@@ -173,8 +173,11 @@ def _reporter(progress: Progress):
     return report
 
 
-def diagnose_run(run_dir: Path, console: Console, overrides: list[str] | None = None) -> dict:
-    """Compute the diagnostics for the saved initializations of a finished run; update its results and tables."""
+def diagnose_run(
+    run_dir: Path, console: Console, overrides: list[str] | None = None, methods: list[str] | None = None
+) -> dict:
+    """Compute the diagnostics for the saved initializations of a finished run (or of `methods` of it);
+    update its results and tables."""
     from fedpref.config import load_config
     from fedpref.experiments.runner import load_initializations, run_diagnostics
 
@@ -183,10 +186,13 @@ def diagnose_run(run_dir: Path, console: Console, overrides: list[str] | None = 
         raise FedprefError(f"{run_dir}: no results.json (not a finished fedpref run)")
     cfg = load_config(run_dir / "config.toml", overrides)
     results = json.loads(results_path.read_text(encoding="utf-8"))
+    unknown = sorted(set(methods or []) - set(results["methods"]))
+    if unknown:
+        raise FedprefError(f"{run_dir}: no method {', '.join(unknown)} in this run ({', '.join(results['methods'])})")
     with _progress(console) as progress:
         progress.add_task("preparing data and model", total=None)
         setup = build_setup(cfg)
-    for name in results["methods"]:
+    for name in methods or list(results["methods"]):
         path = run_dir / "models" / f"{name}.pt"
         if not path.is_file():
             raise FedprefError(f"{path}: missing; re-run the experiment to save its initializations")
