@@ -457,18 +457,14 @@ def _validate_variational(c: ExperimentConfig, need) -> None:
         need(c.model.head == "scalar", "model.head", "must be 'scalar' for FedVPL / FedVPA-GP (encoder path only)")
 
 
-def option_help() -> list[tuple[str, str, str]]:
-    """(key, default, help) for every config option, for the CLI's help text."""
-    rows = []
-
-    def walk(cls: type, prefix: str) -> None:
-        default = cls()
-        for f in dataclasses.fields(cls):
-            value = getattr(default, f.name)
-            if dataclasses.is_dataclass(value):
-                walk(type(value), prefix + f.name + ".")
-            else:
-                rows.append((prefix + f.name, repr(value), f.metadata.get("help", "")))
-
-    walk(ExperimentConfig, "")
+def option_help(cls: type | None = None, prefix: str = "") -> list[tuple[str, str, str]]:
+    """(key, default, help) for every option of a config dataclass (default: ExperimentConfig), nested
+    sections flattened to `section.key`, for the CLI's help text."""
+    rows, default = [], (cls or ExperimentConfig)()
+    for f in dataclasses.fields(default):
+        value = getattr(default, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += option_help(type(value), f"{prefix}{f.name}.")
+        else:
+            rows.append((prefix + f.name, repr(value), f.metadata.get("help", "")))
     return rows

@@ -75,14 +75,13 @@ def plot_latents(methods: dict, path: Path) -> bool:
         trace = [(t["round"], cid, mu) for t in sel["latent_trace"] for cid, mu in t["means"].items()]
         points = [mu for _, _, mu in trace] + [r["latent_mean"] for per in finals.values() for r in per.values()]
         pca = PCA(n_components=2).fit(np.asarray(points))
+        xy = iter(pca.transform(np.asarray(points)))  # (len(points), 2), in the order of `points`
         last = max((r for r, _, _ in trace), default=0) or 1
-        for round_idx, cid, mu in trace:
-            x, y = pca.transform(np.asarray([mu]))[0]
-            ax.scatter(x, y, s=8, color=colours[str(group_of[cid])], alpha=0.15 + 0.6 * round_idx / last)
+        for round_idx, cid, _ in trace:
+            ax.scatter(*next(xy), s=8, color=colours[str(group_of[cid])], alpha=0.15 + 0.6 * round_idx / last)
         for kind, style in (("seen", {"marker": "o", "edgecolors": "black"}), ("unseen", {"marker": "x"})):
             for r in finals.get(kind, {}).values():
-                x, y = pca.transform(np.asarray([r["latent_mean"]]))[0]
-                ax.scatter(x, y, s=60, color=colours[str(r["group"])], **style)
+                ax.scatter(*next(xy), s=60, color=colours[str(r["group"])], **style)
         for g, c in colours.items():
             ax.scatter([], [], color=c, label=g)
         ax.set_title(f"{name}: client latents (PCA)")

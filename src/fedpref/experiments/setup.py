@@ -31,7 +31,8 @@ class Setup:
     unseen: list[str] = field(default_factory=list)  # clients held out of the global phase (data.unseen_clients)
 
     def seen_clients(self) -> dict[str, EncodedClient]:
-        return {cid: self.clients[cid] for cid in self.clients if cid not in set(self.unseen)}
+        unseen = set(self.unseen)
+        return {cid: self.clients[cid] for cid in self.clients if cid not in unseen}
 
     def unseen_clients(self) -> dict[str, EncodedClient]:
         return {cid: self.clients[cid] for cid in self.unseen}

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpref.config import _build, _help, read_toml
+from fedpref.config import _build, _help, option_help, read_toml
 from fedpref.errors import ConfigError
 
 REWARDS = ("selector", "oracle")
@@ -142,13 +142,6 @@ def validate_stage2(c: Stage2Config, source: str) -> None:
     need("chat" not in c.eval.judges or bool(c.eval.chat_url), "eval.chat_url", "is required for the chat judge")
 
 
-def option_rows(cls: type = Stage2Config, prefix: str = "") -> list[tuple[str, str, str]]:
+def option_rows() -> list[tuple[str, str, str]]:
     """(key, default, help) of every Stage 2 option, nested sections flattened to `section.key`."""
-    rows, default = [], cls()
-    for f in dataclasses.fields(cls):
-        value = getattr(default, f.name)
-        if dataclasses.is_dataclass(value):
-            rows += option_rows(type(value), f"{prefix}{f.name}.")
-        else:
-            rows.append((prefix + f.name, repr(value), f.metadata.get("help", "")))
-    return rows
+    return option_help(Stage2Config)
