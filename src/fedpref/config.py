@@ -151,6 +151,9 @@ class LoraConfig:
     cache_frozen_prefix: bool = _help(
         "Cache the frozen lower layers' outputs when top_layers > 0 (exact; much faster).", True
     )
+    pack_sequences: bool = _help(
+        "Encoders: run the layers on packed tokens, no padding in the dense layers (exact up to rounding).", True
+    )
 
 
 @dataclass

@@ -121,3 +121,21 @@ def test_head_mismatch_is_a_config_error(stories_path):
     cfg.model.backbone = str(stories_path)
     with pytest.raises(ConfigError, match="selector"):
         build_reward_model(cfg)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_packed_sequences_equal_padded_margins_and_gradients(cache):
+    packed = build_reward_model(config(top_layers=2, cache_frozen_prefix=cache))
+    padded = build_reward_model(config(top_layers=2, cache_frozen_prefix=cache, pack_sequences=False))
+    enc = packed.encode(PAIRS)
+    assert len({s.shape[0] for s in enc.seqs}) > 1  # lengths differ, so padding happens
+    index = torch.arange(len(PAIRS))
+    grads = []
+    for model in (packed, padded):
+        margins = model.margins(enc, index)
+        margins.sum().backward()
+        grads.append((margins.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}))
+    (a, grad_a), (b, grad_b) = grads
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    for name in grad_a:
+        assert torch.allclose(grad_a[name], grad_b[name], atol=1e-5), name

@@ -11,6 +11,7 @@ from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
 from fedpref.models.adapters import adapted_layers, add_lora, set_lora_training
 from fedpref.models.encoded import EncodedPairs, pad
+from fedpref.models.packed import Packing, packed_bert_layer
 from fedpref.models.token_cache import cached_token_ids
 
 TOKENS_VERSION = "scalar-1"  # (prompt, response) pairs, truncation='longest_first'; bump if that changes
@@ -39,6 +40,7 @@ class ScalarRewardModel(nn.Module):
         self.cache_dir = cache_dir
         self.first_adapted = adapted_layers(backbone, lora)[0]
         self.cache_prefix = lora.cache_frozen_prefix and self.first_adapted > 0
+        self.pack_sequences = lora.pack_sequences
         self.encoder = add_lora(backbone, lora, causal=False)
         self.tokenizer = tokenizer
         self.max_length = max_length
@@ -91,6 +93,8 @@ class ScalarRewardModel(nn.Module):
 
     def rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
         """(N,) rewards of N sequences (token ids, or cached hidden states)."""
+        if self.pack_sequences:
+            return self._packed_rewards(seqs)
         device = self.head.weight.device
         if self.cache_prefix:
             hidden, mask = pad(seqs)
@@ -104,6 +108,23 @@ class ScalarRewardModel(nn.Module):
         weights = mask.unsqueeze(-1).to(hidden.dtype)  # (N, L, 1)
         pooled = (hidden * weights).sum(1) / weights.sum(1)
         return self.head(pooled).squeeze(-1)
+
+    def _packed_rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
+        """`rewards` with the dense layers on the T real tokens only, not on N x longest (`models.packed`)."""
+        device = self.head.weight.device
+        packing = Packing.of([s.shape[0] for s in seqs], device)
+        layers = self.bert.encoder.layer
+        if self.cache_prefix:
+            hidden, first = torch.cat(seqs).to(device), self.first_adapted  # (T, H)
+        else:
+            ids, _ = pad(seqs, self.tokenizer.pad_token_id)
+            ids = ids.to(device)
+            types = _token_types(ids, self.tokenizer.sep_token_id)
+            embedded = self.bert.embeddings(input_ids=ids, token_type_ids=types)
+            hidden, first = packing.from_grid(embedded), 0
+        for i in range(first, len(layers)):
+            hidden = packed_bert_layer(layers[i], hidden, packing)
+        return self.head(packing.mean(hidden)).squeeze(-1)
 
     def train(self, mode: bool = True):
         set_lora_training(self, mode)
