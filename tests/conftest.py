@@ -11,7 +11,7 @@ SHARED = (ROOT / ".." / "shared").resolve()
 STORIES = SHARED / "models" / "stories260K" / "hf"
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def stories_path() -> Path:
     if not STORIES.is_dir():
         pytest.skip(f"stories260K not found at {STORIES} (the shared models folder is absent on this machine)")

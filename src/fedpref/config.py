@@ -375,6 +375,8 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
+    selector_on_minilm = c.model.head == "selector" and c.model.backbone == "minilm"
+    need(not selector_on_minilm, "model.head", "'selector' needs a causal-LM backbone (model.backbone)")
     need(c.lora.rank >= 1, "lora.rank", "must be >= 1")
     need(0.0 <= c.lora.dropout < 1.0, "lora.dropout", "must be in [0, 1)")
     need(c.lora.top_layers >= 0, "lora.top_layers", "must be >= 0")
@@ -456,8 +458,6 @@ def _validate_variational(c: ExperimentConfig, need) -> None:
         "variational.latent_context",
         f"must be one of {', '.join(LATENT_CONTEXTS)}",
     )
-    if any(m in VARIATIONAL_METHODS for m in c.algorithm.methods):
-        need(c.model.head == "scalar", "model.head", "must be 'scalar' for FedVPL / FedVPA-GP (encoder path only)")
 
 
 def option_help(cls: type | None = None, prefix: str = "") -> list[tuple[str, str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -10,6 +11,7 @@ from torch import nn
 
 from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
+from fedpref.errors import ConfigError
 from fedpref.models.adapters import add_lora, set_lora_training
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.token_cache import cached_token_ids
@@ -21,6 +23,9 @@ TEMPLATE_HEAD = (
     'RESPONSE A is better, "B" if RESPONSE B is better.\n### CONVERSATION: '
 )
 TEMPLATE_TAIL = "\n### RESPONSE A: {a}\n### RESPONSE B: {b}\n### YOUR CHOICE:"
+# The template markers that begin right after response A and response B end (Sec. 4.1: the response spans
+# are located by answer markers in the input).
+END_MARKERS = ("### RESPONSE B:", "### YOUR CHOICE:")
 # Names the token layout in the tokenized-data cache; follows the template text automatically.
 TOKENS_VERSION = "selector-1:" + hashlib.sha256((TEMPLATE_HEAD + TEMPLATE_TAIL).encode()).hexdigest()[:12]
 
@@ -61,6 +66,7 @@ class SelectorRewardModel(nn.Module):
         self.seed = generator.initial_seed()
         self.cache_dir = cache_dir
         self.letters = [self._letter_id(c) for c in ("A", "B")]
+        self._markers: list[list[int]] | None = None  # token ids of END_MARKERS, found on first use
         self.train(False)  # new LoRA dropout modules start in train mode
 
     def _letter_id(self, letter: str) -> int:
@@ -95,15 +101,101 @@ class SelectorRewardModel(nn.Module):
         set_lora_training(self, mode)
         return self
 
-    def margins(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
+    def final_hidden(self, seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L, H) final-layer hidden states of the right-padded `seqs` and their (B, L) mask."""
         device = self.lm.get_base_model().device
-        ids, mask = pad([enc.seqs[i] for i in index.tolist()], self.tokenizer.pad_token_id)
+        ids, mask = pad(seqs, self.tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         decoder = self.lm.get_base_model().get_decoder()
-        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, L, H)
-        last = hidden[torch.arange(len(ids), device=device), mask.sum(1) - 1]  # (B, H)
+        return decoder(input_ids=ids, attention_mask=mask).last_hidden_state, mask
+
+    def letter_logits(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
+        """(B, 2) logits of the letters "A" and "B" at the last position: the selector's base logits (Sec. 4.4)."""
+        hidden, mask = self.final_hidden([enc.seqs[i] for i in index.tolist()])
+        last = hidden[torch.arange(len(mask), device=hidden.device), mask.sum(1) - 1]  # (B, H)
         weight = self.lm.get_base_model().get_output_embeddings().weight[self.letters]  # (2, H)
-        logits = last @ weight.T  # (B, 2): rewards of A and B
-        chosen_is_a = enc.chosen_is_a[index].to(device)
+        return last @ weight.T  # (B, 2): rewards of A and B
+
+    def margins(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
+        logits = self.letter_logits(enc, index)
+        chosen_is_a = enc.chosen_is_a[index].to(logits.device)
         diff = logits[:, 0] - logits[:, 1]
         return torch.where(chosen_is_a, diff, -diff)
+
+    def response_ends(self, enc: EncodedPairs) -> torch.Tensor:
+        """(N, 2) positions of the last token of responses A and B in each pair's sequence (Sec. 4.1).
+
+        Each response ends just before the marker that follows it (`END_MARKERS`), found as its token ids
+        in the template's own tokenization; whitespace tokens before a marker (the template's newline, a
+        response's trailing whitespace) are skipped. An empty response ends on its own marker's last token.
+        `_encode_one` keeps the end of the sequence, so both markers are there unless response B alone
+        fills `max_length`; then response A is gone entirely and this raises a ConfigError.
+        """
+        markers = self._end_markers()
+        ends = [span_ends(s.tolist(), markers, self._is_space) for s in enc.seqs]
+        lost = [i for i, e in enumerate(ends) if e is None]
+        if lost:
+            raise ConfigError(
+                f"{len(lost)} of {len(ends)} selector prompts lost response A to truncation "
+                f"(response B alone fills data.max_length = {self.max_length}, e.g. pair {lost[0]}); "
+                "raise data.max_length to embed both responses"
+            )
+        return torch.tensor(ends, dtype=torch.long)
+
+    def _end_markers(self) -> list[list[int]]:
+        if self._markers is None:
+            self._markers = marker_ids(self.tokenizer)
+        return self._markers
+
+    def _is_space(self, token: int) -> bool:
+        return not self.tokenizer.decode([token]).strip()
+
+
+def marker_ids(tokenizer) -> list[list[int]]:
+    """Token ids of each of `END_MARKERS` as the template tokenizes it, inside a probe comparison.
+
+    Tokenized alone a marker can differ (a leading-space token, a newline merged into its first token);
+    the ids whose character offsets lie within the marker in the tokenized template are the ones to find.
+    """
+    text = TEMPLATE_TAIL.format(a="First answer.", b="Second answer.")
+    try:
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    except NotImplementedError:
+        raise ConfigError("the causal-LM FedVPA-GP selector needs a fast tokenizer (offsets)") from None
+    out = []
+    for marker in END_MARKERS:
+        start = text.rindex(marker)
+        end = start + len(marker)
+        inside = zip(enc["input_ids"], enc["offset_mapping"])
+        out.append([t for t, (a, b) in inside if a >= start and b <= end and b > a])
+    if not all(out):
+        raise ConfigError(f"the tokenizer splits the template markers {END_MARKERS} into no whole tokens")
+    return out
+
+
+def span_ends(seq: list[int], markers: list[list[int]], is_space: Callable[[int], bool]) -> list[int] | None:
+    """Last-token positions of the spans that end before each marker (searched from the sequence's end).
+
+    None when a marker is missing (truncated away). `is_space(token)` tells whitespace-only tokens.
+    """
+    ends, stop = [], len(seq)
+    for marker in reversed(markers):
+        start = last_occurrence(seq, marker, stop)
+        if start is None:
+            return None
+        end = start - 1
+        while end > 0 and is_space(seq[end]):
+            end -= 1
+        if end < 0:  # the marker opens the sequence: the span before it was cut off entirely
+            return None
+        ends.append(end)
+        stop = start
+    return ends[::-1]
+
+
+def last_occurrence(seq: list[int], sub: list[int], stop: int) -> int | None:
+    """Start of the last occurrence of `sub` in seq[:stop], or None."""
+    for start in range(stop - len(sub), -1, -1):
+        if seq[start : start + len(sub)] == sub:
+            return start
+    return None

@@ -1,4 +1,4 @@
-"""Latent-conditioned A/B selector of FedVPA-GP (paper 001, Sec. 3.2-4.4) on the scalar-reward encoder."""
+"""Latent-conditioned A/B selector of FedVPA-GP (paper 001, Sec. 3.2-4.4) on an encoder or a causal-LM selector."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from fedpref.errors import ConfigError
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.scalar_reward import ScalarRewardModel
+from fedpref.models.selector_reward import SelectorRewardModel
 
 CONDITIONINGS = ("projected", "additive")
 CONTEXTS = ("other_half", "pair")
-BASE_PREFIX = "base."  # trainable-state keys of the wrapped reward model (LoRA + scalar head)
+BASE_PREFIX = "base."  # trainable-state keys of the wrapped reward model (LoRA, and the scalar head if any)
 
 
 @dataclass(frozen=True)
@@ -76,22 +77,27 @@ class VariationalSelector(nn.Module):
     """logits(A, B | z) = logits_base(A, B) + shift(z) (Sec. 4.4); z ~ q(z | dh) (Eq. 5).
 
     Encoder path: the base logits are the scalar rewards (r_A, r_B) of the two responses (LoRA + head,
-    trained); dh = h_chosen - h_rejected uses the frozen backbone's pooled embedding of each response
-    (adapters disabled, cached once per dataset). Modules: feature extractor H -> 2F -> F, posterior
+    trained); dh = h_chosen - h_rejected uses the frozen backbone's pooled embedding of each response.
+    Causal-LM path (a `SelectorRewardModel`, one prompt per pair): the base logits are the letters' logits
+    at the last position (LoRA trained); h is the frozen LM's final-layer hidden state at the last token of
+    each response span (Sec. 4.1, `SelectorRewardModel.response_ends`). Both frozen embeddings are taken
+    with the adapters disabled and cached once per dataset. Modules: feature extractor H -> 2F -> F, posterior
     head F -> 2d (mu, log sigma^2 capped at log sigma_max^2), latent projection f: d -> 64 -> 32 -> 2
     (Table 4), M prototypes (Sec. 4.2), and for 'projected' conditioning W: H -> 2.
     """
 
     def __init__(self, base: nn.Module, spec: VariationalSpec):
         super().__init__()
-        if not isinstance(base, ScalarRewardModel):
+        if not isinstance(base, (ScalarRewardModel, SelectorRewardModel)):
             raise ConfigError(
-                "FedVPA-GP / FedVPL are implemented for encoder backbones with model.head = 'scalar' only "
-                f"(got {type(base).__name__}); the causal-LM selector path is not implemented yet"
+                "FedVPA-GP / FedVPL need a scalar reward model (encoder backbones) or an A/B selector "
+                f"(causal LMs), got {type(base).__name__}"
             )
         check_spec(spec)
         self.base, self.spec = base, spec
-        hidden, d, f = base.bert.config.hidden_size, spec.latent_dim, spec.feature_dim
+        self.causal = isinstance(base, SelectorRewardModel)
+        hidden = (base.lm if self.causal else base.bert).config.hidden_size
+        d, f = spec.latent_dim, spec.feature_dim
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(spec.seed)
             self.features = nn.Sequential(_mlp([hidden, 2 * f, f]), nn.ReLU())
@@ -100,7 +106,7 @@ class VariationalSelector(nn.Module):
             self.projection = nn.Linear(hidden, 2, bias=False) if spec.conditioning == "projected" else None
         generator = torch.Generator().manual_seed(spec.seed)
         self.prototypes = nn.Parameter(init_prototypes(spec.num_prototypes, d, spec.prototype_scale, generator))
-        self.to(base.head.weight.device)
+        self.to(next(base.parameters()).device)
         self.initial_modules = {k: v for k, v in trainable_state(self).items() if not k.startswith(BASE_PREFIX)}
         self._frozen: dict[int, torch.Tensor] = {}
 
@@ -116,10 +122,10 @@ class VariationalSelector(nn.Module):
     # ------------------------------------------------------------ embeddings
 
     def frozen_embeddings(self, enc: EncodedPairs) -> torch.Tensor:
-        """(N, 2, H) pooled frozen-backbone embeddings of (chosen, rejected), computed once per dataset."""
+        """(N, 2, H) frozen-backbone embeddings of (chosen, rejected), computed once per dataset."""
         key = id(enc)
         if key not in self._frozen:
-            self._frozen[key] = self._pooled_frozen(enc.seqs)
+            self._frozen[key] = self._span_frozen(enc) if self.causal else self._pooled_frozen(enc.seqs)
             weakref.finalize(enc, self._frozen.pop, key, None)
         return self._frozen[key]
 
@@ -130,6 +136,18 @@ class VariationalSelector(nn.Module):
             for start in range(0, len(seqs), chunk):
                 parts.append(pooled(base, seqs[start : start + chunk]).float())
         return torch.cat(parts).view(-1, 2, parts[0].shape[-1])
+
+    @torch.no_grad()
+    def _span_frozen(self, enc: EncodedPairs, chunk: int = 64) -> torch.Tensor:
+        """(N, 2, H) final-token hidden states of the (chosen, rejected) spans of the frozen causal LM."""
+        ends, parts = self.base.response_ends(enc), []  # (N, 2) over (A, B)
+        with self.base.lm.disable_adapter():
+            for start in range(0, len(enc), chunk):
+                hidden, _ = self.base.final_hidden(enc.seqs[start : start + chunk])  # (B, L, H)
+                rows = torch.arange(hidden.shape[0], device=hidden.device).unsqueeze(-1)
+                parts.append(hidden[rows, ends[start : start + chunk].to(hidden.device)].float())  # (B, 2, H)
+        h_ab = torch.cat(parts)
+        return torch.where(enc.chosen_is_a.to(h_ab.device)[:, None, None], h_ab, h_ab.flip(1))
 
     # ------------------------------------------------------------ inference network (Sec. 4.1)
 
@@ -161,7 +179,9 @@ class VariationalSelector(nn.Module):
     # ------------------------------------------------------------ selector (Sec. 4.4)
 
     def base_logits(self, enc: EncodedPairs, index: torch.Tensor, chosen_is_a: torch.Tensor) -> torch.Tensor:
-        """(B, 2) base logits of (A, B): the trained scalar rewards of the two responses."""
+        """(B, 2) base logits of (A, B): the trained scalar rewards of the two responses, or the letter logits."""
+        if self.causal:
+            return self.base.letter_logits(enc, index)
         seqs = [enc.seqs[2 * i + k] for i in index.tolist() for k in (0, 1)]
         r = self.base.rewards(seqs).view(-1, 2)  # (chosen, rejected)
         return torch.where(chosen_is_a.unsqueeze(-1), r, r.flip(-1))
