@@ -176,7 +176,7 @@ class FedVPA(Algorithm):
         self.cluster_centroids = [(centroids[k].tolist(), to_proto[k]) for k in range(len(centroids))]
 
     def initialization(self, client_id: str) -> State:
-        """The reward-model part (LoRA + scalar head) of the shared state, for the runner's personalization.
+        """The reward-model part (LoRA, plus the scalar head on encoders) of the shared state, for personalization.
 
         The latent-conditioned selector itself is evaluated by `fedpref.client.variational.evaluate_variational`.
         """
