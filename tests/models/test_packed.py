@@ -4,7 +4,7 @@ import torch
 from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
-from fedpref.models.packed import Packing, packed_bert_layer
+from fedpref.models.packed import Packing, _plain_lora, fused_linear, packed_bert_layer
 
 
 def test_packing_indices_by_hand():
@@ -50,3 +50,47 @@ def test_packed_layer_equals_padded_bert_layer_with_gradients():
     real.sum().backward()
     assert torch.allclose(packed, real, atol=1e-5), (packed - real).abs().max()
     assert torch.allclose(grad_packed, layer.attention.self.query.weight.grad, atol=1e-5)
+
+
+def _lora_block(dropout: float) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    block = torch.nn.ModuleDict({"q": torch.nn.Linear(6, 4), "k": torch.nn.Linear(6, 4), "v": torch.nn.Linear(6, 5)})
+    wrapped = get_peft_model(block, LoraConfig(r=2, lora_alpha=6, lora_dropout=dropout, target_modules=["q", "k"]))
+    for name, p in wrapped.named_parameters():
+        if "lora_B" in name:  # B starts at zero; give the update a value so it is checked
+            torch.nn.init.normal_(p)
+    return wrapped.base_model.model
+
+
+def test_fused_linear_equals_the_modules_forward_and_gradients():
+    block = _lora_block(dropout=0.0)
+    x = torch.randn(7, 6, generator=torch.Generator().manual_seed(1))
+    modules = [block["q"], block["k"]]
+    assert all(_plain_lora(m) is not None for m in modules)
+
+    def grads_of(out):
+        (out * torch.arange(out.numel()).view_as(out)).sum().backward()
+        grads = {n: p.grad.clone() for n, p in block.named_parameters() if p.requires_grad}
+        block.zero_grad()
+        return grads
+
+    fused = fused_linear(modules, x)
+    grad_fused = grads_of(fused)
+    plain = torch.cat([m(x) for m in modules], dim=-1)
+    grad_plain = grads_of(plain)
+    assert fused.shape == (7, 8)
+    assert torch.allclose(fused, plain, atol=1e-5)
+    assert grad_fused.keys() == grad_plain.keys() and len(grad_fused) == 4  # A and B of q and k
+    for name in grad_fused:
+        assert torch.allclose(grad_fused[name], grad_plain[name], atol=1e-4), name
+
+
+def test_fused_linear_falls_back_to_the_modules_forward():
+    dropped = _lora_block(dropout=0.5)
+    assert _plain_lora(dropped["q"]) is None  # dropout must draw its own mask per module
+    plain = _lora_block(dropout=0.0)
+    assert _plain_lora(plain["v"]) is None  # not adapted
+    x = torch.randn(3, 6)
+    assert torch.equal(fused_linear([plain["q"], plain["v"]], x), torch.cat([plain["q"](x), plain["v"](x)], -1))

@@ -129,10 +129,13 @@ def test_packed_sequences_equal_padded_margins_and_gradients(cache):
     padded = build_reward_model(config(top_layers=2, cache_frozen_prefix=cache, pack_sequences=False))
     enc = packed.encode(PAIRS)
     assert len({s.shape[0] for s in enc.seqs}) > 1  # lengths differ, so padding happens
+    enc_padded = padded.encode(PAIRS)  # with the cache: the frozen prefix computed padded
+    for s, t in zip(enc.seqs, enc_padded.seqs):
+        assert torch.allclose(s.float(), t.float(), atol=1e-5)
     index = torch.arange(len(PAIRS))
     grads = []
-    for model in (packed, padded):
-        margins = model.margins(enc, index)
+    for model, data in ((packed, enc), (padded, enc_padded)):
+        margins = model.margins(data, index)
         margins.sum().backward()
         grads.append((margins.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}))
     (a, grad_a), (b, grad_b) = grads

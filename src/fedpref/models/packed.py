@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from peft.tuners.lora import Linear as LoraLinear
 from torch import nn
 
 
@@ -34,8 +35,8 @@ class Packing:
     def to_grid(self, x: torch.Tensor) -> torch.Tensor:
         """(T, H) packed -> (N, L, H) padded with zeros."""
         n, longest = self.shape
-        grid = x.new_zeros(n * longest, x.shape[-1]).index_copy(0, self.grid_index, x)
-        return grid.view(n, longest, -1)
+        grid = x.new_zeros(n * longest, x.shape[-1])
+        return grid.index_copy_(0, self.grid_index, x).view(n, longest, -1)
 
     def from_grid(self, grid: torch.Tensor) -> torch.Tensor:
         """(N, L, H) padded -> (T, H) packed."""
@@ -47,28 +48,57 @@ class Packing:
         return sums / self.lengths.unsqueeze(1).to(x.dtype)
 
 
+def _plain_lora(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor] | None:
+    """(W, b, s A, B) of a peft LoRA Linear with one active, unmerged adapter and no dropout; else None."""
+    if not isinstance(module, LoraLinear) or module.merged or module.disable_adapters:
+        return None
+    names = module.active_adapters
+    if len(names) != 1 or names[0] not in module.lora_A:
+        return None
+    name = names[0]
+    if not isinstance(module.lora_dropout[name], nn.Identity) or module.use_dora.get(name, False):
+        return None
+    base = module.base_layer
+    return base.weight, base.bias, module.lora_A[name].weight * module.scaling[name], module.lora_B[name].weight
+
+
+def fused_linear(modules: list[nn.Module], x: torch.Tensor) -> torch.Tensor:
+    """(T, sum of outs): the modules applied to one (T, in) input, `cat([m(x) for m in modules], -1)` up to rounding.
+
+    For LoRA Linears (as `_plain_lora` allows) this is two GEMMs and a skinny one: the base weights stacked,
+    u = x [s_1 A_1; ...; s_k A_k]^T of shape (T, k r), and u times block-diagonal B accumulated into the base
+    output by addmm, so the LoRA scaling acts on (T, k r), not (T, out), with no separate add pass. Anything
+    else (dropout, a disabled or merged adapter, plain Linears) takes the modules' own forward.
+    """
+    parts = [_plain_lora(m) for m in modules]
+    if any(p is None for p in parts):
+        return torch.cat([m(x) for m in modules], dim=-1)
+    weights, biases, downs, ups = zip(*parts)
+    base = F.linear(x, torch.cat(weights), None if None in biases else torch.cat(biases))
+    return torch.addmm(base, x @ torch.cat(downs).T, torch.block_diag(*ups).T)
+
+
 def packed_self_attention(attention: nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
     """(T, H) context of a `BertSelfAttention` on packed tokens; q, k, v are projected without padding."""
     n, longest = packing.shape
     heads, size = attention.num_attention_heads, attention.attention_head_size
-
-    def grid(proj: nn.Module) -> torch.Tensor:  # (N, heads, L, size)
-        return packing.to_grid(proj(x)).view(n, longest, heads, size).transpose(1, 2)
-
+    qkv = fused_linear([attention.query, attention.key, attention.value], x)  # (T, 3 H)
+    q, k, v = packing.to_grid(qkv).view(n, longest, 3, heads, size).permute(2, 0, 3, 1, 4)  # (N, heads, L, size)
     dropout = attention.dropout.p if attention.training else 0.0
     context = F.scaled_dot_product_attention(
-        grid(attention.query),
-        grid(attention.key),
-        grid(attention.value),
-        attn_mask=packing.key_mask,
-        dropout_p=dropout,
-        scale=attention.scaling,
+        q, k, v, attn_mask=packing.key_mask, dropout_p=dropout, scale=attention.scaling
     )
     return packing.from_grid(context.transpose(1, 2).reshape(n, longest, heads * size))
+
+
+def _dense_residual_norm(block: nn.Module, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """`BertSelfOutput` / `BertOutput`: LayerNorm(dropout(dense(h)) + residual)."""
+    return block.LayerNorm(block.dropout(fused_linear([block.dense], h)) + residual)
 
 
 def packed_bert_layer(layer: nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
     """A `BertLayer` (self-attention, output, feed-forward; the same submodules) on (T, H) packed tokens."""
     attention = layer.attention
-    hidden = attention.output(packed_self_attention(attention.self, x, packing), x)
-    return layer.output(layer.intermediate(hidden), hidden)
+    hidden = _dense_residual_norm(attention.output, packed_self_attention(attention.self, x, packing), x)
+    inner = layer.intermediate.intermediate_act_fn(fused_linear([layer.intermediate.dense], hidden))
+    return _dense_residual_norm(layer.output, inner, hidden)

@@ -74,6 +74,11 @@ class ScalarRewardModel(nn.Module):
     def _frozen_prefix(self, ids: list[torch.Tensor], chunk: int = 64) -> list[torch.Tensor]:
         out = []
         for start in range(0, len(ids), chunk):
+            if self.pack_sequences:
+                part = ids[start : start + chunk]
+                hidden, _ = self._packed_layers(part, range(self.first_adapted))
+                out += [h.clone() for h in hidden.split([len(s) for s in part])]
+                continue
             batch, mask = pad(ids[start : start + chunk], self.tokenizer.pad_token_id)
             hidden = self._embed_and_run(batch, mask, upto=self.first_adapted)
             out += [h[: int(m.sum())].clone() for h, m in zip(hidden, mask)]
@@ -111,20 +116,24 @@ class ScalarRewardModel(nn.Module):
 
     def _packed_rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
         """`rewards` with the dense layers on the T real tokens only, not on N x longest (`models.packed`)."""
+        first = self.first_adapted if self.cache_prefix else 0
+        hidden, packing = self._packed_layers(seqs, range(first, len(self.bert.encoder.layer)))
+        return self.head(packing.mean(hidden)).squeeze(-1)
+
+    def _packed_layers(self, seqs: list[torch.Tensor], layers: range) -> tuple[torch.Tensor, Packing]:
+        """(T, H) packed hidden states after `layers`; `seqs` are token ids (embedded first) or hidden states."""
         device = self.head.weight.device
         packing = Packing.of([s.shape[0] for s in seqs], device)
-        layers = self.bert.encoder.layer
-        if self.cache_prefix:
-            hidden, first = torch.cat(seqs).to(device), self.first_adapted  # (T, H)
+        if seqs[0].dim() == 2:
+            hidden = torch.cat(seqs).to(device)  # (T, H)
         else:
             ids, _ = pad(seqs, self.tokenizer.pad_token_id)
             ids = ids.to(device)
             types = _token_types(ids, self.tokenizer.sep_token_id)
-            embedded = self.bert.embeddings(input_ids=ids, token_type_ids=types)
-            hidden, first = packing.from_grid(embedded), 0
-        for i in range(first, len(layers)):
-            hidden = packed_bert_layer(layers[i], hidden, packing)
-        return self.head(packing.mean(hidden)).squeeze(-1)
+            hidden = packing.from_grid(self.bert.embeddings(input_ids=ids, token_type_ids=types))
+        for i in layers:
+            hidden = packed_bert_layer(self.bert.encoder.layer[i], hidden, packing)
+        return hidden, packing
 
     def train(self, mode: bool = True):
         set_lora_training(self, mode)
