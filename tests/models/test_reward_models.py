@@ -142,3 +142,17 @@ def test_packed_sequences_equal_padded_margins_and_gradients(cache):
     assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
     for name in grad_a:
         assert torch.allclose(grad_a[name], grad_b[name], atol=1e-5), name
+
+
+def test_bf16_evaluation_is_close_to_fp32(minilm_top2):
+    enc = minilm_top2.encode(PAIRS)
+    state = trainable_state(minilm_top2)
+    fp32 = LocalTrainer(minilm_top2, OptimConfig(lr=1e-3, batch_size=4)).evaluate(state, enc)
+    bf16 = LocalTrainer(minilm_top2, OptimConfig(lr=1e-3, batch_size=4, precision="bf16")).evaluate(state, enc)
+    assert bf16.margins.dtype == torch.float32
+    # bf16 keeps 8 bits of mantissa: a margin (a difference of two rewards) is off by about 1% of the
+    # rewards' scale, not by float rounding
+    with torch.no_grad():
+        scale = float(minilm_top2.rewards(enc.seqs).abs().max())
+    assert torch.allclose(bf16.margins, fp32.margins, atol=0.02 * scale), (bf16.margins - fp32.margins, scale)
+    assert not torch.equal(bf16.margins, fp32.margins)  # the autocast really ran
