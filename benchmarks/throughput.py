@@ -5,14 +5,17 @@ a PEFT model, create a fresh optimizer, pad every batch to the fixed maximum len
 backbone (for the selector: logits over all positions and the whole vocabulary), evaluate without
 `inference_mode`. Both sides compute the same function; the script checks that their margins agree.
 
-    .venv/bin/python benchmarks/throughput.py [--clients 5] [--steps 8] [--out benchmarks/results/throughput.json]
+    .venv/bin/python benchmarks/throughput.py [--clients 5] [--steps 8] [--repeats 3] [--out FILE.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -49,8 +52,18 @@ def clients_for(cfg, count: int):
     return split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)[:count]
 
 
-def bench_fedpref(cfg, clients, steps: int) -> dict:
-    """fedpref: one reused model, the client's adapter swapped in, dynamic padding, cached frozen prefix."""
+@dataclass
+class Side:
+    """One way of training clients: run every client's local steps, or evaluate every client's test pairs."""
+
+    train_all: Callable[[], None]
+    eval_all: Callable[[], None]
+    margins: torch.Tensor  # (N,) of the first client's test pairs, to check both sides compute one function
+    info: dict
+
+
+def bench_fedpref(cfg, clients, steps: int) -> Side:
+    """fedpref: one reused model, the client's adapter swapped in, packed tokens, cached frozen prefix."""
     model = build_reward_model(cfg)
     trainer = LocalTrainer(model, OptimConfig(cfg.train.lr, cfg.train.batch_size, precision=cfg.train.precision))
     init = trainable_state(model)
@@ -58,21 +71,22 @@ def bench_fedpref(cfg, clients, steps: int) -> dict:
     encoded = [(model.encode(s.train), model.encode(s.test)) for s in clients]
     setup_s = time.perf_counter() - setup_s  # tokenization and frozen prefix: once per run, not per round
     trainer.train(init, encoded[0][0], 1, torch.Generator().manual_seed(0))  # warm-up
-    train_s = sum(
-        _timed(lambda t=t: trainer.train(init, t, steps, torch.Generator().manual_seed(1))) for t, _ in encoded
-    )
-    eval_s = sum(_timed(lambda e=e: trainer.evaluate(init, e)) for _, e in encoded)
-    step_flops = _step_flops(model, trainer, encoded[0][0])
-    test_pairs = sum(len(e) for _, e in encoded)
+
+    def train_all() -> None:
+        for t, _ in encoded:
+            trainer.train(init, t, steps, torch.Generator().manual_seed(1))
+
+    def eval_all() -> None:
+        for _, e in encoded:
+            trainer.evaluate(init, e)
+
     check = encoded[0][1]
-    margins = trainer.evaluate(init, check).margins
-    flips = None if check.chosen_is_a is None else check.chosen_is_a.tolist()
-    return _summary(train_s, eval_s, len(encoded), steps, cfg.train.batch_size, test_pairs) | {
-        "step_gflop": step_flops / 1e9,
+    info = {
+        "step_gflop": _step_flops(model, trainer, encoded[0][0]) / 1e9,
         "setup_s": setup_s,
-        "margins": margins,
-        "flips": flips,
+        "flips": None if check.chosen_is_a is None else check.chosen_is_a.tolist(),
     }
+    return Side(train_all, eval_all, trainer.evaluate(init, check).margins, info)
 
 
 def _step_flops(model, trainer: LocalTrainer, data) -> float:
@@ -84,12 +98,16 @@ def _step_flops(model, trainer: LocalTrainer, data) -> float:
     return counter.get_total_flops()
 
 
-def _summary(train_s: float, eval_s: float, clients: int, steps: int, batch: int, test_pairs: int) -> dict:
+def _summary(train_s: list[float], eval_s: list[float], clients: int, steps: int, batch: int, test_pairs: int) -> dict:
+    """Rates from the median of the repeats (the machine's speed drifts; repeats alternate the two sides)."""
+    train, evaluation = statistics.median(train_s), statistics.median(eval_s)
     return {
-        "train_s": train_s,
-        "train_pairs_per_s": clients * steps * batch / train_s,
-        "client_steps_per_s": clients * steps / train_s,
-        "eval_pairs_per_s": test_pairs / eval_s,
+        "train_s": train,
+        "train_s_repeats": train_s,
+        "eval_s_repeats": eval_s,
+        "train_pairs_per_s": clients * steps * batch / train,
+        "client_steps_per_s": clients * steps / train,
+        "eval_pairs_per_s": test_pairs / evaluation,
     }
 
 
@@ -138,7 +156,7 @@ class ReferenceSelector(torch.nn.Module):
         return torch.where(torch.tensor(flips), diff, -diff)
 
 
-def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None) -> dict:
+def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None) -> Side:
     """Per client: load the global LoRA weights into the PEFT model, a fresh optimizer, fixed padding."""
     ours = build_reward_model(cfg)
     ref = wrapper(ours)
@@ -172,33 +190,52 @@ def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None)
             for start in range(0, len(split.test), 64):
                 ref.margins(split.test[start : start + 64])
 
-    train_s = sum(_timed(lambda s=s: train_client(s)) for s in clients)
-    eval_s = sum(_timed(lambda s=s: evaluate(s)) for s in clients)
+    def train_all() -> None:
+        for s in clients:
+            train_client(s)
+
+    def eval_all() -> None:
+        for s in clients:
+            evaluate(s)
+
+    train_client(clients[0])  # warm-up, as for fedpref
     load_global()
     peft_model.eval()
     with torch.no_grad():
         margins = ref.margins(clients[0].test, flips) if flips else ref.margins(clients[0].test)
-    test_pairs = sum(len(s.test) for s in clients)
-    return _summary(train_s, eval_s, len(clients), steps, b, test_pairs) | {"margins": margins}
+    return Side(train_all, eval_all, margins, {})
 
 
-def compare(name: str, cfg, clients_count: int, steps: int, wrapper) -> dict:
+def compare(name: str, cfg, clients_count: int, steps: int, wrapper, repeats: int) -> dict:
     clients = clients_for(cfg, clients_count)
     ours = bench_fedpref(cfg, clients, steps)
-    ref = bench_reference(cfg, clients, steps, wrapper, ours.pop("flips"))
-    diff = float((ours.pop("margins") - ref.pop("margins")).abs().max())
-    rate = gemm_rate(torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32)
-    step_s = ours["train_s"] / (clients_count * steps)
+    ref = bench_reference(cfg, clients, steps, wrapper, ours.info.pop("flips"))
+    dtype = torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32
+    times, gemm = {"fedpref": ([], []), "reference": ([], [])}, []
+    for _ in range(repeats):  # alternate, so a drift in the machine's speed hits both sides alike
+        for side, (train_s, eval_s) in zip((ours, ref), times.values()):
+            train_s.append(_timed(side.train_all))
+            eval_s.append(_timed(side.eval_all))
+        gemm.append(gemm_rate(dtype))  # next to this repeat's training step
+    test_pairs = sum(len(s.test) for s in clients)
+    ours_row, ref_row = (
+        _summary(*times[k], clients_count, steps, cfg.train.batch_size, test_pairs) | side.info
+        for k, side in (("fedpref", ours), ("reference", ref))
+    )
+    steps_done = clients_count * steps
+    fractions = [ours_row["step_gflop"] * steps_done / t / g for t, g in zip(times["fedpref"][0], gemm)]
     row = {
-        "fedpref": ours,
-        "reference": ref,
-        "train_speedup": ours["train_pairs_per_s"] / ref["train_pairs_per_s"],
-        "eval_speedup": ours["eval_pairs_per_s"] / ref["eval_pairs_per_s"],
-        "max_margin_difference": diff,
-        "gemm_gflops": rate,
-        "step_gflops_achieved": ours["step_gflop"] / step_s,
+        "fedpref": ours_row,
+        "reference": ref_row,
+        "train_speedup": ours_row["train_pairs_per_s"] / ref_row["train_pairs_per_s"],
+        "eval_speedup": ours_row["eval_pairs_per_s"] / ref_row["eval_pairs_per_s"],
+        "max_margin_difference": float((ours.margins - ref.margins).abs().max()),
+        "gemm_gflops": statistics.median(gemm),
+        "gemm_gflops_repeats": gemm,
+        "step_gflops_achieved": ours_row["step_gflop"] * steps_done / ours_row["train_s"],
+        "fraction_of_gemm": statistics.median(fractions),  # per repeat: its step time over its GEMM rate
+        "fraction_of_gemm_repeats": fractions,
     }
-    row["fraction_of_gemm"] = row["step_gflops_achieved"] / rate
     _print(name, row)
     return row
 
@@ -215,10 +252,14 @@ def _print(name: str, row: dict) -> None:
         f"eval pairs/s     fedpref {f['eval_pairs_per_s']:8.1f}   reference {r['eval_pairs_per_s']:8.1f}"
         f"   ratio {row['eval_speedup']:.2f}x"
     )
+    spread = ", ".join(f"{a:.1f}/{b:.1f} s" for a, b in zip(f["train_s_repeats"], r["train_s_repeats"]))
+    print(f"train time per repeat (fedpref/reference): {spread}")
     print(f"same function: max |margin difference| = {row['max_margin_difference']:.2e}")
     print(
         f"training step: {f['step_gflop']:.1f} GFLOP at {row['step_gflops_achieved']:.0f} GFLOP/s = "
-        f"{100 * row['fraction_of_gemm']:.0f}% of the measured GEMM rate ({row['gemm_gflops']:.0f} GFLOP/s)"
+        f"{100 * row['fraction_of_gemm']:.0f}% of the GEMM rate measured next to it (median of "
+        + ", ".join(f"{100 * x:.0f}%" for x in row["fraction_of_gemm_repeats"])
+        + f"; GEMM {row['gemm_gflops']:.0f} GFLOP/s)"
     )
 
 
@@ -227,12 +268,13 @@ def main() -> None:
     parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"))
     parser.add_argument("--clients", type=int, default=5, help="clients trained per setting (one round)")
     parser.add_argument("--steps", type=int, default=8, help="local steps per client")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds per side, alternating; medians reported")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "throughput.json")
     args = parser.parse_args()
     results = {"threads": torch.get_num_threads()}
     cfg = load_config(args.config)
     results["minilm_scalar"] = compare(
-        "MiniLM scalar reward (quick config)", cfg, args.clients, args.steps, ReferenceScalar
+        "MiniLM scalar reward (quick config)", cfg, args.clients, args.steps, ReferenceScalar, args.repeats
     )
     if STORIES.is_dir():
         sel = load_config(
@@ -240,7 +282,7 @@ def main() -> None:
             [f"model.backbone='{STORIES}'", "model.head='selector'", "lora.top_layers=0", "data.max_length=256"],
         )
         results["stories_selector"] = compare(
-            "stories260K A/B selector", sel, args.clients, args.steps, ReferenceSelector
+            "stories260K A/B selector", sel, args.clients, args.steps, ReferenceSelector, args.repeats
         )
     else:
         print(f"\n(skipping the causal selector: {STORIES} not found)")
