@@ -75,7 +75,7 @@ def fused_linear(modules: list[nn.Module], x: torch.Tensor) -> torch.Tensor:
         return torch.cat([m(x) for m in modules], dim=-1)
     weights, biases, downs, ups = zip(*parts)
     base = F.linear(x, torch.cat(weights), None if None in biases else torch.cat(biases))
-    return torch.addmm(base, x @ torch.cat(downs).T, torch.block_diag(*ups).T)
+    return base.addmm_(x @ torch.cat(downs).T, torch.block_diag(*ups).T)  # in place: no copy of base
 
 
 def packed_self_attention(attention: nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
