@@ -23,8 +23,10 @@ class ScalarRewardModel(nn.Module):
     With LoRA on the top layers only and `cache_prefix`, `encode` stores the
     hidden states entering the first adapted layer, and `margins` runs only the
     adapted layers: the frozen lower layers are deterministic (eval mode), so
-    this equals the full forward up to float rounding. With `cache_dir`, token ids
-    come from a disk cache (`fedpref.models.token_cache`) when the texts were seen.
+    this equals the full forward up to float rounding. With `pack_sequences`, the
+    layers run on the batch's real tokens only (`fedpref.models.packed`), also equal
+    up to rounding. With `cache_dir`, token ids come from a disk cache
+    (`fedpref.models.token_cache`) when the texts were seen.
     """
 
     def __init__(
