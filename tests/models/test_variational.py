@@ -17,7 +17,6 @@ from fedpref.models.variational import (
     BASE_PREFIX,
     VariationalSelector,
     VariationalSpec,
-    pooled,
     position_flags,
     variational_model,
 )
@@ -58,7 +57,7 @@ def test_frozen_embeddings_ignore_the_adapters_and_are_cached(base, enc):
         for n, p in base.named_parameters():
             if "lora_B" in n:
                 p.add_(0.5)
-        adapted = pooled(base, enc.seqs[:2])
+        adapted = base.pooled(enc.seqs[:2])
         fresh = model._pooled_frozen(enc.seqs[:2])
     torch.testing.assert_close(fresh.view(2, -1), h[0].reshape(2, -1))
     assert not torch.allclose(adapted, fresh.view(2, -1))

@@ -86,10 +86,12 @@ class ScalarRewardModel(nn.Module):
             out += [h[: int(m.sum())].clone() for h, m in zip(hidden, mask)]
         return out
 
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """(N, L, H) BERT embeddings of padded token ids, segment ids from the first [SEP]."""
+        return self.bert.embeddings(input_ids=ids, token_type_ids=_token_types(ids, self.tokenizer.sep_token_id))
+
     def _embed_and_run(self, ids: torch.Tensor, mask: torch.Tensor, upto: int) -> torch.Tensor:
-        bert = self.bert
-        hidden = bert.embeddings(input_ids=ids, token_type_ids=_token_types(ids, self.tokenizer.sep_token_id))
-        return self._run_layers(hidden, mask, range(upto))
+        return self._run_layers(self._embed(ids), mask, range(upto))
 
     def _run_layers(self, hidden: torch.Tensor, mask: torch.Tensor, layers) -> torch.Tensor:
         bert = self.bert
@@ -100,27 +102,26 @@ class ScalarRewardModel(nn.Module):
 
     def rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
         """(N,) rewards of N sequences (token ids, or cached hidden states)."""
+        return self.head(self.pooled(seqs)).squeeze(-1)
+
+    def pooled(self, seqs: list[torch.Tensor]) -> torch.Tensor:
+        """(N, H) mean-pooled final hidden states of N sequences: what the head reads."""
+        first = self.first_adapted if self.cache_prefix else 0
+        layers = range(first, len(self.bert.encoder.layer))
         if self.pack_sequences:
-            return self._packed_rewards(seqs)
+            hidden, packing = self._packed_layers(seqs, layers)
+            return packing.mean(hidden)
         device = self.head.weight.device
         if self.cache_prefix:
             hidden, mask = pad(seqs)
             hidden, mask = hidden.to(device), mask.to(device)
-            n = len(self.bert.encoder.layer)
-            hidden = self._run_layers(hidden, mask, range(self.first_adapted, n))
+            hidden = self._run_layers(hidden, mask, layers)
         else:
             ids, mask = pad(seqs, self.tokenizer.pad_token_id)
             ids, mask = ids.to(device), mask.to(device)
-            hidden = self._embed_and_run(ids, mask, upto=len(self.bert.encoder.layer))
+            hidden = self._embed_and_run(ids, mask, upto=len(layers))
         weights = mask.unsqueeze(-1).to(hidden.dtype)  # (N, L, 1)
-        pooled = (hidden * weights).sum(1) / weights.sum(1)
-        return self.head(pooled).squeeze(-1)
-
-    def _packed_rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
-        """`rewards` with the dense layers on the T real tokens only, not on N x longest (`models.packed`)."""
-        first = self.first_adapted if self.cache_prefix else 0
-        hidden, packing = self._packed_layers(seqs, range(first, len(self.bert.encoder.layer)))
-        return self.head(packing.mean(hidden)).squeeze(-1)
+        return (hidden * weights).sum(1) / weights.sum(1)
 
     def _packed_layers(self, seqs: list[torch.Tensor], layers: range) -> tuple[torch.Tensor, Packing]:
         """(T, H) packed hidden states after `layers`; `seqs` are token ids (embedded first) or hidden states."""
@@ -130,9 +131,7 @@ class ScalarRewardModel(nn.Module):
             hidden = torch.cat(seqs).to(device)  # (T, H)
         else:
             ids, _ = pad(seqs, self.tokenizer.pad_token_id)
-            ids = ids.to(device)
-            types = _token_types(ids, self.tokenizer.sep_token_id)
-            hidden = packing.from_grid(self.bert.embeddings(input_ids=ids, token_type_ids=types))
+            hidden = packing.from_grid(self._embed(ids.to(device)))
         for i in layers:
             hidden = packed_bert_layer(self.bert.encoder.layer[i], hidden, packing)
         return hidden, packing

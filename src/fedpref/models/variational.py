@@ -12,7 +12,7 @@ from torch import nn
 from fedpref.algorithms.variational_math import cap_logvar, init_prototypes, reparameterize
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import State, trainable_state
-from fedpref.models.encoded import EncodedPairs, pad
+from fedpref.models.encoded import EncodedPairs
 from fedpref.models.scalar_reward import ScalarRewardModel
 from fedpref.models.selector_reward import SelectorRewardModel
 
@@ -134,7 +134,7 @@ class VariationalSelector(nn.Module):
         base, parts = self.base, []
         with base.encoder.disable_adapter():
             for start in range(0, len(seqs), chunk):
-                parts.append(pooled(base, seqs[start : start + chunk]).float())
+                parts.append(base.pooled(seqs[start : start + chunk]).float())
         return torch.cat(parts).view(-1, 2, parts[0].shape[-1])
 
     @torch.no_grad()
@@ -223,22 +223,6 @@ class VariationalSelector(nn.Module):
         logits = self.logits(enc, index, z, keep)
         target = (~position_flags(enc)[index]).long().to(logits.device)
         return TrainOutputs(logits, target, mu, ctx_mu, ctx_logvar, z)
-
-
-def pooled(base: ScalarRewardModel, seqs: list[torch.Tensor]) -> torch.Tensor:
-    """(N, H) mean-pooled final hidden states, as inside `ScalarRewardModel.rewards` (before the head)."""
-    device = base.head.weight.device
-    layers = len(base.bert.encoder.layer)
-    if base.cache_prefix:
-        hidden, mask = pad(seqs)
-        hidden, mask = hidden.to(device), mask.to(device)
-        hidden = base._run_layers(hidden, mask, range(base.first_adapted, layers))
-    else:
-        ids, mask = pad(seqs, base.tokenizer.pad_token_id)
-        ids, mask = ids.to(device), mask.to(device)
-        hidden = base._embed_and_run(ids, mask, upto=layers)
-    weights = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * weights).sum(1) / weights.sum(1)
 
 
 def check_spec(spec: VariationalSpec) -> None:
