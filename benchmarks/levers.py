@@ -8,22 +8,15 @@ packed with peft's own LoRA forward, and packed with the fused LoRA linears (the
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
+from step_setup import step_parser, trainer_and_clients
 
 import fedpref.models.packed as packed
-from fedpref.client.trainer import LocalTrainer, OptimConfig
-from fedpref.config import load_config
-from fedpref.data.splits import split_clients
-from fedpref.experiments.setup import load_pairs
 from fedpref.models.adapters import trainable_state
-from fedpref.models.factory import build_reward_model
 
-ROOT = Path(__file__).resolve().parents[1]
 FUSED = packed.fused_linear
 
 
@@ -35,16 +28,10 @@ VARIANTS = {"padded": (False, FUSED), "packed, peft LoRA": (True, peft_forward),
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"))
-    parser.add_argument("--clients", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=8)
+    parser = step_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=6)
     args = parser.parse_args()
-    cfg = load_config(args.config)
-    clients = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)[: args.clients]
-    model = build_reward_model(cfg)
-    trainer = LocalTrainer(model, OptimConfig(cfg.train.lr, cfg.train.batch_size))
+    _, model, trainer, clients = trainer_and_clients(args)
     init = trainable_state(model)
     data = [(model.encode(c.train), model.encode(c.test)) for c in clients]
     trainer.train(init, data[0][0], 2, torch.Generator().manual_seed(0))  # warm-up

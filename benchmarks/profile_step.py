@@ -5,21 +5,14 @@
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
-from pathlib import Path
 
 import torch
+from step_setup import step_parser, trainer_and_clients
 from torch.profiler import profile
 
-from fedpref.client.trainer import LocalTrainer, OptimConfig
-from fedpref.config import load_config
-from fedpref.data.splits import split_clients
-from fedpref.experiments.setup import load_pairs
 from fedpref.models.adapters import trainable_state
-from fedpref.models.factory import build_reward_model
 
-ROOT = Path(__file__).resolve().parents[1]
 KINDS = {
     "attention": ("scaled_dot_product",),
     "GELU": ("gelu",),
@@ -38,15 +31,9 @@ def kind_of(name: str, shapes: list, rank: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"))
-    parser.add_argument("--clients", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=8)
+    parser = step_parser(__doc__)
     args = parser.parse_args()
-    cfg = load_config(args.config)
-    clients = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)[: args.clients]
-    model = build_reward_model(cfg)
-    trainer = LocalTrainer(model, OptimConfig(cfg.train.lr, cfg.train.batch_size, precision=cfg.train.precision))
+    cfg, model, trainer, clients = trainer_and_clients(args)
     init, encoded = trainable_state(model), [model.encode(c.train) for c in clients]
     trainer.train(init, encoded[0], 2, torch.Generator().manual_seed(0))  # warm-up
     with profile(record_shapes=True) as prof:
