@@ -73,7 +73,7 @@ def main(runs: list[Path]) -> None:
         for s in seeds:
             groups = ", ".join(f"{g} {v[0]:.0f}->{v[-1]:.0f}" for g, v in s["groups"].items())
             print(f"- {name} (seed {s['seed']}): {groups}")
-    selector_table([load(run)[0] for run in runs])
+    selector_table([load(run) for run in runs])
 
 
 def _mean_std(values: list[float]) -> str:
@@ -84,14 +84,18 @@ def _mean_std(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f} ± {spread:.2f}"
 
 
-def client_groups(results: dict) -> dict[str, tuple[str, str]]:
-    """client -> (true group, 'seen' or 'unseen'), from any latent-conditioned method's evaluation."""
+def client_groups(results: dict, config: dict) -> dict[str, tuple[str, str]]:
+    """client -> (true group, 'seen' or 'unseen'), from any latent-conditioned method's evaluation, else (a
+    synthetic run of baselines only, with held-out clients) from the client order and the held-out list."""
     for r in results["methods"].values():
         if r.get("selector"):
             sel = r["selector"]
             kinds = [k for k in ("seen", "unseen") if k in sel]
             return {c: (v["group"], k) for k in kinds for c, v in sel[k]["per_client"].items()}
-    return {}
+    unseen = set(results.get("data", {}).get("unseen_clients", []))
+    if config["data"]["source"] != "synthetic" or not unseen:  # not a latent-selector experiment
+        return {}
+    return {c: (g, "unseen" if c in unseen else "seen") for c, g in true_groups(config).items()}
 
 
 def baseline_entry(result: dict, group_of: dict[str, tuple[str, str]]) -> dict:
@@ -107,14 +111,14 @@ def baseline_entry(result: dict, group_of: dict[str, tuple[str, str]]) -> dict:
     return entry
 
 
-def selector_table(all_results: list[dict]) -> None:
-    """Mean ± std over seeds of the selector evaluation (FedVPA-GP paper, Tables 1-2)."""
+def selector_table(runs: list[tuple[dict, dict]]) -> None:
+    """Mean ± std over seeds of the selector evaluation (FedVPA-GP paper, Tables 1-2); (results, config) per run."""
     entries: dict[str, list[dict]] = {}
-    for results in all_results:
+    for results, config in runs:
         for name, r in results["methods"].items():
             if r.get("selector"):
                 entries.setdefault(name, []).append(r["selector"])
-            elif group_of := client_groups(results):
+            elif group_of := client_groups(results, config):
                 entries.setdefault(name, []).append(baseline_entry(r, group_of))
     if not entries:
         return

@@ -37,9 +37,6 @@ HEADS = ("scalar", "selector")
 PHASE2_STARTS = ("fresh", "continue")
 PRECISIONS = ("fp32", "bf16")
 MULTI_MODEL_METHODS = ("FedGD", "FedBiscuit", "Soft-FL")  # methods that keep K = algorithm.num_models models
-# Methods whose personalization start needs nothing learned about the client itself, so clients held out of
-# the global phase (data.unseen_clients) can be evaluated; FedGD, FedBiscuit and Soft-FL assign clients.
-UNSEEN_READY_METHODS = ("FL", "CL", "Multi-CL", "FL_target", *VARIATIONAL_METHODS)
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
 
 
@@ -365,12 +362,6 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
         f"must be a non-empty list of distinct axes from {', '.join(SYNTHETIC_AXES)}",
     )
     need(c.data.unseen_clients >= 0, "data.unseen_clients", "must be >= 0")
-    not_ready = [m for m in c.algorithm.methods if m not in UNSEEN_READY_METHODS]
-    need(
-        c.data.unseen_clients == 0 or not not_ready,
-        "data.unseen_clients",
-        f"needs methods that do not assign clients; {', '.join(not_ready)} cannot start an unseen client",
-    )
     need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")

@@ -96,6 +96,19 @@ def test_final_stage_selects_each_clients_lowest_loss_model():
     assert alg.history[-1]["final_selection"] is True
 
 
+def test_a_held_out_client_is_never_trained_and_picks_its_model_in_the_final_stage_only():
+    alg = biscuit(rounds=5, k=2, per_round=2, every=2)
+    alg.held_out = ["u"]
+    targets = {"a": -1.0, "b": -1.0, "c": 1.0, "d": 1.0, "u": 50.0}
+    fake = FakeClients(targets=targets, offsets={"a": -1, "b": -1, "c": 1, "d": 1})
+    fake.run(alg)
+    asked = [(r, t.action) for r, t in fake.tasks if t.client_id == "u"]
+    assert asked == [(5, EVALUATE)]  # no training, no reassignment: only the final selection
+    assert "u" not in alg.assignment
+    k = max(range(2), key=lambda i: value(alg.models[i]))  # u's target 50 is nearest the larger model
+    assert alg.best["u"] == k and alg.initialization("u") is alg.models[k]
+
+
 def test_reassignment_balances_after_argmin():
     sizes = {f"c{i}": 10 for i in range(6)}
     alg = biscuit(sizes, rounds=4, k=3, per_round=2, every=1)

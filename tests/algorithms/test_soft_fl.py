@@ -69,6 +69,19 @@ def test_refresh_schedule_every_t_rounds_and_at_the_end():
     assert actions[5] == [EVALUATE] * 3
 
 
+def test_a_held_out_client_gets_weights_in_the_final_refresh_only():
+    sizes = {"a": 10, "b": 30, "c": 5}
+    alg = soft(sizes, rounds=4, per_round=2, every=2)
+    alg.held_out = ["u"]
+    fake = FakeClients(targets={"a": 0.0, "b": 10.0, "c": 3.0, "u": 0.0})
+    fake.stage(alg, 0)
+    assert value(alg.initialization("u")) == pytest.approx(5.0)  # no weights yet: the uniform mix of 0 and 10
+    fake.run(alg)
+    assert [(r, t.action) for r, t in fake.tasks if t.client_id == "u"] == [(4, EVALUATE)]
+    accs = [1 / (1 + abs(value(m))) for m in alg.models]  # u's validation accuracies on the final models
+    assert alg.weights["u"] == pytest.approx([a / sum(accs) for a in accs])
+
+
 def test_an_expert_with_zero_total_weight_keeps_its_value():
     sizes = {"a": 10, "b": 10}
     alg = soft(sizes, rounds=1)

@@ -13,9 +13,10 @@ pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simul
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
 HAS_FEDGD = importlib.util.find_spec("fedpref.algorithms.fedgd") is not None
-METHODS = ["FL"] + (["FedGD"] if HAS_FEDGD else [])
+METHODS = ["FL", "FedBiscuit"] + (["FedGD"] if HAS_FEDGD else [])
 # LoRA dropout stays on (tiny: 0.05): its masks come from the global RNG, reseeded from each task's generator.
-OVERRIDES = ["federation.rounds=2", f"algorithm.methods={METHODS!r}"]
+# Two clients are held out (unseen): never trained in either engine, still personalized and evaluated.
+OVERRIDES = ["federation.rounds=2", f"algorithm.methods={METHODS!r}", "data.unseen_clients=2"]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def inprocess(cfg) -> dict:
     setup, (train_opt, pers_opt) = build_setup(cfg), optim_configs(cfg)
     runs = {}
     for name in METHODS:
-        algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
+        algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
         log = run_rounds(algorithm, setup.clients, LocalTrainer(setup.model, train_opt), cfg.seed)
         runs[name] = (
             algorithm,
@@ -94,7 +95,9 @@ def test_fedavg_same_global_model(inprocess, flower) -> None:
 def test_same_round_log(method, inprocess, flower) -> None:
     ours, theirs = inprocess[method][1], flower[method][2]
     assert without_timing(ours) == without_timing(theirs)
-    assert [r["train_loss"] for r in ours] == pytest.approx([r["train_loss"] for r in theirs], rel=1e-5)
+    losses = [(a["train_loss"], b["train_loss"]) for a, b in zip(ours, theirs)]
+    assert [a is None for a, _ in losses] == [b is None for _, b in losses]  # evaluation-only stages: no loss
+    assert [a for a, _ in losses if a is not None] == pytest.approx([b for _, b in losses if b is not None], rel=1e-5)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -102,6 +105,26 @@ def test_same_personalization(method, inprocess, flower) -> None:
     per_client, result = inprocess[method][2], flower[method][1]
     assert result["engine"] == "flower"
     assert result["personalization"]["per_client"] == per_client
+
+
+def sampled_clients(log: list[dict]) -> set[str]:
+    """Every client sampled for training in a round log (FedBiscuit's warm-up logs one list per model)."""
+    flat = (c for r in log for item in r.get("sampled", []) for c in ([item] if isinstance(item, str) else item))
+    return set(flat)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unseen_clients_are_held_out_in_both_engines(method, inprocess, flower) -> None:
+    held_out = inprocess[method][0].held_out
+    assert len(held_out) == 2 and flower[method][0].held_out == held_out
+    assert not {c.client_id for c in flower[method][0].clients} & set(held_out)
+    assert sampled_clients(flower[method][2]) and not sampled_clients(flower[method][2]) & set(held_out)
+    assert set(held_out) <= set(flower[method][1]["personalization"]["per_client"])
+
+
+def test_fedbiscuit_unseen_clients_pick_the_same_model_in_both_engines(inprocess, flower) -> None:
+    ours, theirs = inprocess["FedBiscuit"][0], flower["FedBiscuit"][0]
+    assert set(ours.held_out) <= set(ours.best) and ours.best == theirs.best
 
 
 @pytest.mark.skipif(not HAS_FEDGD, reason="fedpref.algorithms.fedgd is not there yet")

@@ -83,6 +83,8 @@ def test_node_info_personalize_and_curve_round_trip() -> None:
     info = ClientInfo("c02", 37, "G3")
     assert m.content_to_info(wire(m.info_to_content(info, 2, 8))) == (info, 2, 8)
     assert m.content_to_info(wire(m.info_to_content(ClientInfo("c0", 1), 0, 1)))[0].true_group is None
+    assert not m.content_held_out(wire(m.info_to_content(info, 2, 8)))
+    assert m.content_held_out(wire(m.info_to_content(info, 2, 8, held_out=True)))
     cid, method, init = m.content_to_personalize(wire(m.personalize_to_content("c02", "FL", state(9))))
     assert (cid, method) == ("c02", "FL")
     assert_states_equal(init, state(9))

@@ -30,9 +30,15 @@ INIT = {"lora.weight": torch.zeros(2, 2), "head.bias": torch.zeros(1)}
 class FakeGrid:
     """Nodes answer at push time; a node in `silent` never answers, one in `failing` answers with an error."""
 
-    def __init__(self, num: int, failing: set[int] = frozenset(), silent: set[int] = frozenset()):
+    def __init__(
+        self,
+        num: int,
+        failing: set[int] = frozenset(),
+        silent: set[int] = frozenset(),
+        held_out: set[int] = frozenset(),
+    ):
         self.partition_of = {1000 + 7 * (num - p): p for p in range(num)}  # node ids unrelated to partitions
-        self.num, self.failing, self.silent = num, failing, silent
+        self.num, self.failing, self.silent, self.held_out = num, failing, silent, held_out
         self.replies: dict[str, Message] = {}
 
     def get_node_ids(self) -> list[int]:
@@ -56,9 +62,8 @@ class FakeGrid:
         if partition in self.failing and kind != "query.partition":
             return Message(Error(code=1, reason="boom"), reply_to=msg)
         if kind == "query.partition":
-            return Message(
-                m.info_to_content(ClientInfo(f"c{partition}", 10 * (partition + 1)), partition, self.num), reply_to=msg
-            )
+            info = ClientInfo(f"c{partition}", 10 * (partition + 1))
+            return Message(m.info_to_content(info, partition, self.num, partition in self.held_out), reply_to=msg)
         if kind == "query.personalize":
             return Message(m.curve_to_content(m.content_to_personalize(msg.content)[0], [50.0, 75.0]), reply_to=msg)
         task, key = m.content_to_task(msg.content)
@@ -75,6 +80,15 @@ def test_discover_orders_clients_by_partition() -> None:
     peers = server_app.discover(FakeGrid(4), "digest", wait_s=1.0, timeout_s=1.0)
     assert [c.client_id for c in peers.infos] == ["c0", "c1", "c2", "c3"]
     assert [c.num_train for c in peers.infos] == [10, 20, 30, 40]
+
+
+def test_held_out_nodes_are_known_but_never_trained() -> None:
+    grid = FakeGrid(4, held_out={1, 3})
+    peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0)
+    assert peers.held_out == ["c1", "c3"] and [c.client_id for c in peers.trained()] == ["c0", "c2"]
+    algorithm = FedAvg(peers.trained(), INIT, 2, clients_per_round=2, local_steps=1, seed=0)
+    log = server_app.run_rounds_over_grid(grid, algorithm, peers, timeout_s=0.3)
+    assert [sorted(r["sampled"]) for r in log] == [["c0", "c2"], ["c0", "c2"]]
 
 
 def test_failed_and_silent_nodes_are_left_out_and_logged() -> None:

@@ -54,7 +54,7 @@ def test_diagnose_a_finished_run(tmp_path, capsys):
 
 def test_unseen_clients_never_train_and_are_evaluated(tmp_path):
     out = tmp_path / "run"
-    args = ["--set", "algorithm.methods=['FL','CL','FedVPA-GP']", "--set", "data.unseen_clients=2"]
+    args = ["--set", "algorithm.methods=['FL','CL','FedBiscuit','FedVPA-GP']", "--set", "data.unseen_clients=2"]
     assert main(["run", "configs/tiny.toml", "--out", str(out), *args]) == 0
     results = json.loads((out / "results.json").read_text())
     unseen = set(results["methods"]["FedVPA-GP"]["selector"]["unseen"]["per_client"])
@@ -62,6 +62,15 @@ def test_unseen_clients_never_train_and_are_evaluated(tmp_path):
     assert len(unseen) == 2 and len(seen) == 6 and not unseen & seen
     log = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
     sampled = {c for r in log if r["method"] in ("FL", "FedVPA-GP") for c in r["sampled"]}
+    sampled |= {
+        c
+        for r in log
+        if r["method"] == "FedBiscuit" and "sampled" in r
+        for per_model in r["sampled"]
+        for c in per_model
+    }
     assert sampled and not sampled & unseen
+    final_selection = results["methods"]["FedBiscuit"]["assignments"][-1]["assignment"]
+    assert set(final_selection) == seen | unseen  # unseen clients pick a model on their own validation data
     assert set(results["methods"]["FL"]["personalization"]["per_client"]) == seen | unseen  # still personalized
     assert results["data"]["unseen_clients"] == sorted(unseen)

@@ -45,12 +45,6 @@ def test_synthetic_axes_keep_only_the_chosen_axis():
     assert len(both) == 2 * 6 and set(pairs) < set(both)
 
 
-def test_unseen_clients_need_methods_that_can_start_them():
-    with pytest.raises(ConfigError, match="FedGD cannot start an unseen client"):
-        load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','FedGD']"])
-    load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','FedVPA-GP']"])
-
-
 def test_bad_synthetic_axes_name_the_key():
     with pytest.raises(ConfigError, match="data.synthetic_axes"):
         load_config(None, ["data.synthetic_axes=['tone']"])

@@ -7,6 +7,10 @@ may have several stages (e.g. evaluate all experts, then train). After the
 last round the engine asks once more with `round == num_rounds` (a final
 stage, e.g. FedGD's last reassignment). Then `initialization(client)` gives
 each client its starting point for personalization.
+
+Clients held out of the global phase (`held_out`, the FedVPA-GP paper's unseen clients) are never
+sampled for training; a method that picks a model per client asks them too in its final stage, so
+they start from a model chosen on their own validation data without any update.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Algorithm:
         self.by_id = {c.client_id: c for c in clients}
         self.init_state = init_state
         self.num_rounds = num_rounds
+        self.held_out: list[str] = []  # client ids evaluated in the final stage only (never trained)
         self.history: list[dict] = []  # per-round records for the log (sampled clients, assignments, ...)
 
     def next_tasks(self, round_idx: int) -> list[Task]:
@@ -76,3 +81,7 @@ class Algorithm:
     def initialization(self, client_id: str) -> State:
         """The model client `client_id` starts personalization from."""
         raise NotImplementedError
+
+    def final_stage_clients(self) -> list[str]:
+        """Every client that evaluates the models in a final selection stage: the trained ones, then the held out."""
+        return [c.client_id for c in self.clients] + [c for c in self.held_out if c not in self.by_id]

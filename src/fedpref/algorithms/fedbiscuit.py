@@ -65,7 +65,8 @@ class FedBiscuit(Algorithm):
     lines 28-36 a TRAIN stage: |S| clients sampled uniformly from all; each trains its cluster's model;
                 theta_k <- (1 - sum p_c) theta_k + sum p_c theta_{k,c} over the clients of cluster k (Eq. 1).
     lines 40-45 final stage at round R: every client evaluates all K models and starts personalization
-                from the one with the lowest validation loss.
+                from the one with the lowest validation loss; held-out clients (`held_out`) take part
+                in this stage only, so an unseen client picks its model without any update.
 
     Rounds without replies keep the previous models; a client missing from an evaluation keeps its
     previous assignment (and, at the end, starts from its cluster's model, else model 0).
@@ -104,8 +105,10 @@ class FedBiscuit(Algorithm):
             return []
         self._issued.add((round_idx, stage))
         self._pending = stage
-        if stage in ("reassign", "select"):
+        if stage == "reassign":
             return [Task(c.client_id, EVALUATE, list(self.models), tag=stage) for c in self.clients]
+        if stage == "select":
+            return [Task(c, EVALUATE, list(self.models), tag=stage) for c in self.final_stage_clients()]
         if stage == "warmup":
             return self._warmup_tasks(round_idx)
         return self._train_tasks(round_idx)

@@ -99,7 +99,8 @@ class SoftFL(Algorithm):
                 were fused with (an expert with Z_k = 0 keeps its value).
     lines 15-16 weights refreshed when r mod T == 0 or r == R: an EVALUATE stage opening engine round i
                 when i > 0 and i mod T == 0, and the final stage at engine round R.
-    lines 21-25 personalization starts from the client's fused model with the final weights.
+    lines 21-25 personalization starts from the client's fused model with the final weights; held-out
+                clients (`held_out`) evaluate only in the final refresh, to get their weights.
 
     `initial_models` are the K starting states (the builder passes `orthogonal_adapter_inits`; None gives
     K copies of `init_state`, which the paper notes collapses to a single global model).
@@ -136,7 +137,9 @@ class SoftFL(Algorithm):
         self._issued.add((round_idx, stage))
         self._pending = stage
         if stage == "refresh":
-            return [Task(c.client_id, EVALUATE, list(self.models), tag=stage) for c in self.clients]
+            final = round_idx == self.num_rounds  # held-out clients get their weights here, and only here
+            ids = self.final_stage_clients() if final else [c.client_id for c in self.clients]
+            return [Task(c, EVALUATE, list(self.models), tag=stage) for c in ids]
         sampled = uniform_sample([c.client_id for c in self.clients], self.clients_per_round, self.rng)
         log_round(self.history, round_idx, sampled=sampled)
         # the tag carries the weights the model was fused with (JSON-safe for the Flower engine)
@@ -155,7 +158,9 @@ class SoftFL(Algorithm):
                     self.models[k] = weighted_average([r.state for r in replies], w)
 
     def fused(self, client_id: str) -> State:
-        return fuse(self.models, self.weights[client_id])
+        """A client with no weights yet (held out, and absent from the final refresh) gets the uniform mix."""
+        uniform = np.full(self.num_models, 1.0 / self.num_models)
+        return fuse(self.models, self.weights.get(client_id, uniform))
 
     def initialization(self, client_id: str) -> State:
         return self.fused(client_id)

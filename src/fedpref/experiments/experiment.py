@@ -91,7 +91,7 @@ def data_summary(cfg: ExperimentConfig, setup) -> dict:
 def run_checkpointed(name, cfg, setup, store, results, log, current, report, run_dir) -> dict:
     """One method's global phase with checkpoints (restored from `current` when resuming), then personalization."""
     started = time.perf_counter()
-    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
+    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
     start_round = 0
     clear_memories(setup.clients)  # a client's private state belongs to one method's run
     if current is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import torch
@@ -105,12 +105,20 @@ BUILDERS: dict[str, Builder] = {
 
 
 def build_algorithm(
-    name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module
+    name: str,
+    cfg: ExperimentConfig,
+    infos: list[ClientInfo],
+    init: State,
+    model: nn.Module,
+    held_out: Sequence[str] = (),
 ) -> Algorithm:
-    """The method's server algorithm; an impossible setting for this data is a one-line ConfigError."""
+    """The method's server algorithm for the trained clients `infos`, with `held_out` (unseen) client ids
+    that only take part in a final selection stage; an impossible setting is a one-line ConfigError."""
     if name not in BUILDERS:
         raise ConfigError(f"method '{name}' is not implemented yet (available: {', '.join(BUILDERS)})")
     try:
-        return BUILDERS[name](cfg, infos, init, model)
+        algorithm = BUILDERS[name](cfg, infos, init, model)
     except ValueError as e:  # the algorithms check their arguments against the actual clients
         raise ConfigError(f"{name}: {e}") from None
+    algorithm.held_out = list(held_out)
+    return algorithm

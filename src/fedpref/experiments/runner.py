@@ -59,7 +59,7 @@ def run_method(
 ) -> tuple[dict, list[dict]]:
     """Global phase and personalization of one method: its `results.json` entry and its round log."""
     start = time.perf_counter()
-    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model)
+    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
     log = run_global(algorithm, cfg, setup, progress, on_round)
     result = finish_method(algorithm, cfg, setup, progress, models_dir)
     result["timing"] = {"wall_s": round(time.perf_counter() - start, 2), "global_s": sum(r["wall_s"] for r in log)}

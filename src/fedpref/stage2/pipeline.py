@@ -77,7 +77,7 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
     ]
     ecfg = load_config(None, items)
     setup = build_setup(ecfg)
-    algorithm = build_algorithm(s.method, ecfg, setup.infos, setup.init_state, setup.model)
+    algorithm = build_algorithm(s.method, ecfg, setup.infos, setup.init_state, setup.model, setup.unseen)
     run_global(algorithm, ecfg, setup)
     evaluation = algorithm.evaluate(setup.model, setup.clients)
     selector = variational_model(setup.model, algorithm.spec)

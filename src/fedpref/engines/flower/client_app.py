@@ -18,7 +18,7 @@ from fedpref.data.splits import split_clients
 from fedpref.engines.flower import messages as m
 from fedpref.engines.flower.appconfig import experiment_config
 from fedpref.experiments.runner import optim_configs
-from fedpref.experiments.setup import load_pairs
+from fedpref.experiments.setup import load_pairs, pick_unseen
 from fedpref.models.factory import build_reward_model
 
 ConfigSource = Callable[[Context], ExperimentConfig]
@@ -30,6 +30,7 @@ class Node:
 
     client: EncodedClient
     info: ClientInfo
+    held_out: bool  # an unseen client: evaluated, never trained (data.unseen_clients)
     trainer: LocalTrainer
     personal: LocalTrainer
     seed: int
@@ -69,7 +70,8 @@ def build_node(cfg: ExperimentConfig, partition_id: int, num_partitions: int) ->
     train_opt, pers_opt = optim_configs(cfg)
     info = ClientInfo(s.client_id, len(s.train), s.group)
     trainers = LocalTrainer(model, train_opt), LocalTrainer(model, pers_opt)
-    return Node(client, info, *trainers, cfg.seed, cfg.personalization.steps)
+    unseen = pick_unseen(splits, cfg.data.unseen_clients, cfg.seed) if cfg.data.unseen_clients else []
+    return Node(client, info, s.client_id in unseen, *trainers, cfg.seed, cfg.personalization.steps)
 
 
 def answer_partition(msg: Message, cfg: ExperimentConfig, context: Context) -> Message:
@@ -77,7 +79,7 @@ def answer_partition(msg: Message, cfg: ExperimentConfig, context: Context) -> M
         raise ValueError(f"config mismatch: server {m.query_digest(msg.content)}, this node {cfg.digest()}")
     partition_id, num_partitions = partition_of(context)
     node = node_for(cfg, partition_id, num_partitions)
-    return Message(m.info_to_content(node.info, partition_id, num_partitions), reply_to=msg)
+    return Message(m.info_to_content(node.info, partition_id, num_partitions, node.held_out), reply_to=msg)
 
 
 def answer_task(msg: Message, node: Node, context: Context) -> Message:

@@ -143,10 +143,11 @@ def query_digest(content: RecordDict) -> str:
     return str(content.config_records[TASK]["config_digest"])
 
 
-def info_to_content(info: ClientInfo, partition_id: int, num_partitions: int) -> RecordDict:
-    """A node's answer to the partition query: who it is and how much it holds (never its data)."""
+def info_to_content(info: ClientInfo, partition_id: int, num_partitions: int, held_out: bool = False) -> RecordDict:
+    """A node's answer to the partition query: who it is, how much it holds (never its data), and whether
+    it is held out of the global phase (data.unseen_clients)."""
     config = {"client_id": info.client_id, "num_train": info.num_train, "partition_id": partition_id}
-    config |= {"num_partitions": num_partitions, "group": _dump(info.true_group)}
+    config |= {"num_partitions": num_partitions, "group": _dump(info.true_group), "held_out": held_out}
     return RecordDict({REPLY: ConfigRecord(config)})
 
 
@@ -155,6 +156,11 @@ def content_to_info(content: RecordDict) -> tuple[ClientInfo, int, int]:
     c = content.config_records[REPLY]
     info = ClientInfo(str(c["client_id"]), int(c["num_train"]), json.loads(str(c["group"])))
     return info, int(c["partition_id"]), int(c["num_partitions"])
+
+
+def content_held_out(content: RecordDict) -> bool:
+    """Whether the answering node's client is held out of the global phase (an unseen client)."""
+    return bool(content.config_records[REPLY].get("held_out", False))
 
 
 def personalize_to_content(client_id: str, method: str, init: State) -> RecordDict:

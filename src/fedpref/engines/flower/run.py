@@ -111,8 +111,9 @@ def run_flower_method(
     models_dir: Path | None = None,
 ) -> tuple[dict, list[dict]]:
     """`fedpref run --engine flower`: a federated method through the Simulation Engine, then on this side
-    (which holds every client in a simulation) what the in-process runner adds: the saved initializations
-    and, when enabled, the diagnostics. CL and Multi-CL pool raw data, so they stay in-process."""
+    (which holds every client in a simulation) what the in-process runner adds: the saved initializations,
+    the diagnostics when enabled, and a latent selector's evaluation. CL and Multi-CL pool raw data, so they
+    stay in-process."""
     from fedpref.experiments import runner
 
     if name in CENTRALIZED_METHODS:
@@ -126,4 +127,6 @@ def run_flower_method(
         runner.save_initializations(inits, models_dir / f"{final['algorithm'].name}.pt")
     if cfg.diagnostics.enabled:
         result["diagnostics"] = runner.run_diagnostics(name, inits, cfg, setup)
+    if hasattr(final["algorithm"], "evaluate"):  # a latent-conditioned selector: seen and unseen clients
+        result["selector"] = runner.evaluate_selector(final["algorithm"], setup)
     return result, log

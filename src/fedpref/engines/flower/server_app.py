@@ -6,7 +6,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from flwr.app import Context, Message
@@ -36,6 +36,10 @@ class Peers:
 
     infos: list[ClientInfo]
     node_of: dict[str, int]
+    held_out: list[str] = field(default_factory=list)  # unseen clients: never trained, still evaluated
+
+    def trained(self) -> list[ClientInfo]:
+        return [info for info in self.infos if info.client_id not in self.held_out]
 
 
 def exchange(grid: Grid, messages: list[Message], timeout_s: float) -> list[Message | None]:
@@ -67,7 +71,7 @@ def usable(reply: Message | None, what: str) -> bool:
 
 def discover(grid: Grid, config_digest: str, wait_s: float, timeout_s: float) -> Peers:
     """Ask each connected node once for its partition; wait until every partition has answered."""
-    found: dict[int, tuple[ClientInfo, int]] = {}
+    found: dict[int, tuple[ClientInfo, int, bool]] = {}
     asked: set[int] = set()
     expected, deadline = None, time.monotonic() + wait_s
     while expected is None or len(found) < expected:
@@ -84,9 +88,10 @@ def discover(grid: Grid, config_digest: str, wait_s: float, timeout_s: float) ->
                 info, partition, expected = m.content_to_info(reply.content)
                 if partition in found:
                     raise RuntimeError(f"two nodes claim partition {partition}")
-                found[partition] = (info, node)
+                found[partition] = (info, node, m.content_held_out(reply.content))
     ordered = [found[p] for p in sorted(found)]
-    return Peers([info for info, _ in ordered], {info.client_id: node for info, node in ordered})
+    held_out = [info.client_id for info, _, held in ordered if held]
+    return Peers([info for info, _, _ in ordered], {info.client_id: node for info, node, _ in ordered}, held_out)
 
 
 def run_stage(grid: Grid, peers: Peers, tasks: list[Task], key: m.TaskKey, timeout_s: float) -> list[Reply]:
@@ -177,7 +182,7 @@ def serve(
     model = build_reward_model(cfg)
     init = trainable_state(model)
     for method in settings.methods:
-        algorithm = build_algorithm(method, cfg, peers.infos, init, model)
+        algorithm = build_algorithm(method, cfg, peers.trained(), init, model, peers.held_out)
         if isinstance(algorithm, Centralized):
             raise ValueError(f"{method} pools raw data (a centralized reference); it runs only in-process")
         sink(method, *serve_method(grid, cfg, algorithm, peers, settings.reply_timeout_s, on_round))
