@@ -84,4 +84,4 @@ class Algorithm:
 
     def final_stage_clients(self) -> list[str]:
         """Every client that evaluates the models in a final selection stage: the trained ones, then the held out."""
-        return [c.client_id for c in self.clients] + [c for c in self.held_out if c not in self.by_id]
+        return [c.client_id for c in self.clients] + self.held_out
