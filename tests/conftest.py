@@ -23,3 +23,71 @@ def tiny_config():
     from fedpref.config import load_config
 
     return load_config(ROOT / "configs" / "tiny.toml")
+
+
+# Runs shared by the end-to-end tests and tests/test_pinned_numbers.py: each is made once per session, through
+# the command line (the interface that stays when the code behind it moves).
+EVERY_METHOD = [
+    "Local", "CL", "Multi-CL", "FL", "FL_target", "FedGD", "FedBiscuit", "Soft-FL",
+    "FedVPL", "FedVPL+Ortho", "FedVPL+GB", "FedVPA-GP",
+]  # fmt: skip
+FEDERATED_METHODS = ["FL", "FL_target", "FedGD", "FedBiscuit", "Soft-FL", "FedVPL", "FedVPA-GP"]
+STAGE2_TINY = [
+    "task.prompts_per_client=24",
+    "task.eval_prompts=4",
+    "stage1.rounds=1",
+    "stage1.local_steps=1",
+    "stage1.val_pairs=1",
+    "stage1.test_pairs=2",
+    "generation.max_new_tokens=16",
+    "dpo.steps=3",
+    "dpo.prompts_per_step=4",
+    "feddpo.rounds=3",
+    "feddpo.local_steps=2",
+]
+
+
+def run_cli(argv: list[str]) -> str:
+    """`fedpref ARGV` in this process; returns what it printed (the command must succeed)."""
+    import contextlib
+    import io
+
+    from fedpref.cli import main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(argv)
+    assert code == 0, printed.getvalue()[-2000:]
+    return printed.getvalue()
+
+
+def _sets(items: list[str]) -> list[str]:
+    return [arg for item in items for arg in ("--set", item)]
+
+
+@pytest.fixture(scope="session")
+def tiny_every_method(tmp_path_factory) -> tuple[Path, str]:
+    """(run folder, printed output) of configs/tiny.toml with every method, in-process."""
+    out = tmp_path_factory.mktemp("tiny_every_method") / "run"
+    methods = [f"algorithm.methods={EVERY_METHOD!r}"]
+    printed = run_cli(["run", str(ROOT / "configs" / "tiny.toml"), "--out", str(out), *_sets(methods)])
+    return out, printed
+
+
+@pytest.fixture(scope="session")
+def tiny_flower(tmp_path_factory) -> Path:
+    """Run folder of configs/tiny.toml with every federated method on Flower's Simulation Engine."""
+    pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
+    out = tmp_path_factory.mktemp("tiny_flower") / "run"
+    methods = [f"algorithm.methods={FEDERATED_METHODS!r}"]
+    run_cli(["run", str(ROOT / "configs" / "tiny.toml"), "--engine", "flower", "--out", str(out), *_sets(methods)])
+    return out
+
+
+@pytest.fixture(scope="session")
+def stage2_tiny(tmp_path_factory, stories_path) -> Path:
+    """Run folder of `fedpref stage2 configs/stage2/stories.toml` shrunk to seconds (STAGE2_TINY)."""
+    out = tmp_path_factory.mktemp("stage2_tiny") / "run"
+    sets = [f"policy_path='{stories_path}'", *STAGE2_TINY]
+    run_cli(["stage2", str(ROOT / "configs" / "stage2" / "stories.toml"), "--out", str(out), *_sets(sets)])
+    return out

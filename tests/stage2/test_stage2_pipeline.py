@@ -5,25 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from fedpref.cli import main
 from fedpref.errors import ConfigError
 from fedpref.stage2.config import load_stage2_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "stage2" / "stories.toml"
-TINY = [
-    "task.prompts_per_client=24",
-    "task.eval_prompts=4",
-    "stage1.rounds=1",
-    "stage1.local_steps=1",
-    "stage1.val_pairs=1",
-    "stage1.test_pairs=2",
-    "generation.max_new_tokens=16",
-    "dpo.steps=2",
-    "dpo.prompts_per_step=2",
-    "feddpo.rounds=1",
-    "feddpo.local_steps=1",
-]
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
@@ -43,9 +29,8 @@ def _policy_path(stories_path: Path) -> str:
     return f"policy_path='{stories_path}'"
 
 
-def test_tiny_end_to_end_via_cli(stories_path, tmp_path):
-    out = tmp_path / "run"
-    assert main(["stage2", str(CONFIG), "--out", str(out), "--set", _policy_path(stories_path), *_sets(TINY)]) == 0
+def test_tiny_end_to_end_via_cli(stage2_tiny):
+    out = stage2_tiny  # tests/conftest.py; its losses are pinned in tests/test_pinned_numbers.py
     results = json.loads((out / "results.json").read_text())
     assert set(results["stage1"]["by_group"]) == {"G1", "G2"}
     for method in ("stage2", "feddpo"):
@@ -71,6 +56,3 @@ def test_reduced_run_optimizes_its_reward(stories_path, tmp_path):
     assert selector["G1"]["win_rate"] > 50 and selector["G2"]["win_rate"] > 50
     assert all(r["n"] == 30 for r in results["stage2"]["win_rates"]["oracle"].values())
 
-
-def _sets(items: list[str]) -> list[str]:
-    return [arg for item in items for arg in ("--set", item)]

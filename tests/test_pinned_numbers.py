@@ -1,0 +1,130 @@
+"""Pinned numbers: configs/tiny.toml's personalization accuracies and per-round training losses for every method,
+on the in-process engine and on Flower's Simulation Engine, and FedDPO's per-round losses on the Stage-2 test config.
+
+CPU runs are bit-identical, so any change of behaviour moves these numbers. Change one only on purpose, in its own
+commit that says why. The runs come from tests/conftest.py, through the command line.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FEDERATED_METHODS
+
+LOSS = {"rel": 1e-5}  # float32 sums, 2 threads: equal here, and within this on a CPU that orders them differently
+ACC = {"abs": 1e-9}  # percentages of a handful of test pairs: exact
+
+PINNED = {
+    "Local": {
+        "acc": [64.58, 62.5],
+        "by_group": {"G1": [50.0, 50.0], "G2": [66.67, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [],
+    },
+    "CL": {
+        "acc": [56.25, 68.75],
+        "by_group": {"G1": [83.33, 91.67], "G2": [25.0, 25.0], "G3": [58.33, 83.33], "G4": [58.33, 75.0]},
+        "train_loss": [0.6879168748855591, 0.6834435959657034],
+    },
+    "Multi-CL": {
+        "acc": [81.25, 81.25],
+        "by_group": {"G1": [91.67, 91.67], "G2": [75.0, 75.0], "G3": [66.67, 66.67], "G4": [91.67, 91.67]},
+        "train_loss": [0.6857891976833344, 0.6875126883387566],
+    },
+    "FL": {
+        "acc": [58.33, 60.42],
+        "by_group": {"G1": [33.33, 41.67], "G2": [58.33, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.6733368039131165, 0.6865076621373495],
+    },
+    "FL_target": {
+        "acc": [60.42, 64.58],
+        "by_group": {"G1": [41.67, 50.0], "G2": [58.33, 66.67], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.6936022142569224, 0.6879376471042633],
+    },
+    "FedGD": {
+        "acc": [60.42, 62.5],
+        "by_group": {"G1": [41.67, 50.0], "G2": [58.33, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.6975277066230774, 0.6714781125386556],
+    },
+    "FedBiscuit": {
+        "acc": [62.5, 70.83],
+        "by_group": {"G1": [50.0, 66.67], "G2": [58.33, 66.67], "G3": [58.33, 66.67], "G4": [83.33, 83.33]},
+        "train_loss": [0.6832748626669248, 0.7041274458169937, None],
+    },
+    "Soft-FL": {
+        "acc": [58.33, 66.67],
+        "by_group": {"G1": [33.33, 50.0], "G2": [58.33, 66.67], "G3": [58.33, 58.33], "G4": [83.33, 91.67]},
+        "train_loss": [0.6619936327139536, 0.6768340567747752, None],
+    },
+    "FedVPL": {
+        "acc": [58.33, 62.5],
+        "by_group": {"G1": [33.33, 41.67], "G2": [58.33, 66.67], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.7788354953130087, 0.7878887255986532],
+    },
+    "FedVPL+Ortho": {
+        "acc": [58.33, 62.5],
+        "by_group": {"G1": [33.33, 50.0], "G2": [58.33, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.7712175945440928, 12.53958997130394],
+    },
+    "FedVPL+GB": {
+        "acc": [58.33, 62.5],
+        "by_group": {"G1": [33.33, 50.0], "G2": [58.33, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.7724164923032125, 0.7166621287663778],
+    },
+    "FedVPA-GP": {
+        "acc": [58.33, 62.5],
+        "by_group": {"G1": [33.33, 50.0], "G2": [58.33, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.780330757300059, 11.669067819913229],
+    },
+}
+FEDDPO_LOSSES = [0.6794819235801697, 0.7003147006034851, 0.6774770418802897]  # stage2_tiny: 3 rounds of 2 clients
+FEDDPO_SAMPLED = [["c02", "c03"], ["c00", "c01"], ["c00", "c03"]]
+
+
+def method_numbers(run: Path) -> dict[str, dict]:
+    results = json.loads((run / "results.json").read_text())["methods"]
+    log = [json.loads(line) for line in (run / "rounds.jsonl").read_text().splitlines()]
+    return {
+        name: {
+            "acc": r["personalization"]["acc_mean"],
+            "by_group": r["personalization"]["by_group"],
+            "train_loss": [x["train_loss"] for x in log if x["method"] == name],
+        }
+        for name, r in results.items()
+    }
+
+
+def losses(values: list[float | None]) -> list:
+    """Pinned losses to compare a list with; None (a round with evaluation stages only) stays None."""
+    return [None if x is None else pytest.approx(x, **LOSS) for x in values]
+
+
+def assert_pinned(numbers: dict[str, dict], methods: list[str]) -> None:
+    assert sorted(numbers) == sorted(methods)
+    for name in methods:
+        got, want = numbers[name], PINNED[name]
+        assert got["acc"] == pytest.approx(want["acc"], **ACC), name
+        assert sorted(got["by_group"]) == sorted(want["by_group"]), name
+        for group, accs in want["by_group"].items():
+            assert got["by_group"][group] == pytest.approx(accs, **ACC), (name, group)
+        assert got["train_loss"] == losses(want["train_loss"]), name
+
+
+def test_inprocess_numbers(tiny_every_method):
+    run, _ = tiny_every_method
+    assert_pinned(method_numbers(run), list(PINNED))
+
+
+@pytest.mark.flower
+def test_flower_numbers(tiny_flower):
+    assert_pinned(method_numbers(tiny_flower), FEDERATED_METHODS)
+
+
+def test_feddpo_losses(stage2_tiny):
+    results = json.loads((stage2_tiny / "results.json").read_text())
+    assert [r["loss"] for r in results["feddpo"]["rounds"]] == losses(FEDDPO_LOSSES)
+    assert [r["sampled"] for r in results["feddpo"]["rounds"]] == FEDDPO_SAMPLED
+    training = results["stage2"]["training"]
+    assert (training["pairs"], training["loss_first"], training["reward_acc_last"]) == (12, 0.7029, 0.25)
