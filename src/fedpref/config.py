@@ -35,6 +35,7 @@ DATA_SOURCES = ("synthetic", "jsonl", "tldr", "hh", "pairwise_jsonl")
 HH_SCHEMES = ("by_subset", "iid", "dirichlet")  # fedpref.data.real.PARTITION_SCHEMES
 HEADS = ("scalar", "selector")
 PHASE2_STARTS = ("fresh", "continue")
+FEDGD_PARTITIONS = ("discovered", "true")
 PRECISIONS = ("fp32", "bf16")
 MULTI_MODEL_METHODS = ("FedGD", "FedBiscuit", "Soft-FL")  # methods that keep K = algorithm.num_models models
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
@@ -191,6 +192,11 @@ class AlgorithmConfig:
     reassign_every: int = _help("T: rounds between client reassignments (paper: 20).", 20)
     mixing: float = _help("w: FedGD's expert moving-average coefficient (paper: 0.6).", 0.6)
     phase2_start: str = _help("FedGD Phase 2 start: 'fresh' (paper) or 'continue' (reference model).", "fresh")
+    fedgd_partition: str = _help(
+        "FedGD's groups: 'discovered' (Phase 1, the paper) or 'true' (oracle ablation: no Phase 1, Phase 2 for "
+        "all rounds over the ground-truth groups, where App. B.1 says FedGD reduces to FL_target).",
+        "discovered",
+    )
 
 
 @dataclass
@@ -417,6 +423,11 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
         c.algorithm.phase2_start in PHASE2_STARTS,
         "algorithm.phase2_start",
         f"must be one of {', '.join(PHASE2_STARTS)}",
+    )
+    need(
+        c.algorithm.fedgd_partition in FEDGD_PARTITIONS,
+        "algorithm.fedgd_partition",
+        f"must be one of {', '.join(FEDGD_PARTITIONS)}",
     )
 
 

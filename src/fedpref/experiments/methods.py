@@ -58,7 +58,16 @@ def _fedgd(cfg, infos, init, model):
         mixing=a.mixing,
         phase2_start=a.phase2_start,
         seed=cfg.seed,
+        true_groups=_true_groups(infos) if a.fedgd_partition == "true" else None,
     )
+
+
+def _true_groups(infos: list[ClientInfo]) -> dict[str, int]:
+    missing = [c.client_id for c in infos if c.true_group is None]
+    if missing:
+        raise ValueError(f"algorithm.fedgd_partition = 'true' needs every client's true group; none for {missing[:5]}")
+    labels = sorted({c.true_group for c in infos})
+    return {c.client_id: labels.index(c.true_group) for c in infos}
 
 
 def _fedbiscuit(cfg, infos, init, model):
