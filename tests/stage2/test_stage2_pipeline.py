@@ -55,4 +55,3 @@ def test_reduced_run_optimizes_its_reward(stories_path, tmp_path):
     selector = results["stage2"]["win_rates"]["selector"]
     assert selector["G1"]["win_rate"] > 50 and selector["G2"]["win_rate"] > 50
     assert all(r["n"] == 30 for r in results["stage2"]["win_rates"]["oracle"].values())
-

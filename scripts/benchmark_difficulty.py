@@ -1,0 +1,267 @@
+"""How hard is a benchmark's personalization regime? Linear probes on what the data alone allow.
+
+Loads a config exactly as an experiment does (`load_config`, `load_pairs`, `split_clients`, the unseen-client
+pick), so it sees the same clients and the same train/test splits, and encodes every (prompt, response) the way
+the scalar reward model does (`ScalarRewardModel._tokenize`: the tokenizer's sentence-pair call with
+truncation='longest_first' at `data.max_length`) with the config's frozen backbone (`load_backbone`, no LoRA).
+A pair's feature is x = f(chosen) - f(rejected), f = the mean-pooled last hidden state (what the reward head
+reads at step 0). A probe is an L2 logistic regression (sklearn, C = 1.0 fixed, no CV, no intercept) fitted on
+(x, 1) and (-x, 0) of the training pairs, so it is antisymmetric: it prefers the chosen response iff w.x > 0
+(a tie, w.x == 0, counts as half right). Frozen features are divided by their training standard deviation first.
+
+Columns, per test client (its test split):
+  one-client (frozen)    a probe on that client's own training pairs alone (the Local method's ceiling, linearly)
+  whole-group (frozen)   a probe on the training pairs of all seen clients of the client's true group
+  all-clients (frozen)   a probe on every seen client's training pairs, groups mixed (one model for everyone)
+  one-client (BoW)       CountVectorizer(binary) of prompt + response, chosen minus rejected, own training pairs
+
+Rows: each true group (mean over its clients; one-client columns also give [min-max]) and 'all' (every client).
+A one-client probe near 100% means a single client's ~60 pairs already pin down its preference: the
+personalization regime is too easy to separate methods. Unseen clients (data.unseen_clients) are probed on their own
+data but left out of the whole-group and all-clients training sets, as in an experiment.
+
+.venv/bin/python scripts/benchmark_difficulty.py configs/quick.toml
+.venv/bin/python scripts/benchmark_difficulty.py configs/reduced_balanced.toml --set data.pairs_per_axis=40 \
+    --json difficulty.json --md difficulty.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+COLUMNS = {
+    "one_client_frozen": "one-client (frozen)",
+    "whole_group_frozen": "whole-group (frozen)",
+    "all_clients_frozen": "all-clients (frozen)",
+    "one_client_bow": "one-client (BoW)",
+}
+SPREAD = ("one_client_frozen", "one_client_bow")  # columns shown with [min-max] over clients
+NO_GROUP = "(none)"
+
+
+def probe_accuracy(train_x, test_x, C: float = 1.0, scale: bool = True) -> float:
+    """Percent of test pairs whose chosen response the probe prefers; rows are chosen-minus-rejected features.
+
+    Fits an intercept-free L2 logistic regression on (x, 1) and (-x, 0) so that p(-x) = 1 - p(x); with `scale`,
+    each feature is divided by its training standard deviation (features constant in training are left as is).
+    Dense arrays or scipy sparse matrices. A test pair with w.x == 0 counts as half right (a coin flip).
+    """
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+
+    stack = sp.vstack if sp.issparse(train_x) else np.vstack
+    x = stack([train_x, -train_x])
+    y = np.r_[np.ones(train_x.shape[0]), np.zeros(train_x.shape[0])]
+    if scale:
+        x2 = x.multiply(x) if sp.issparse(x) else x * x
+        std = np.sqrt(np.asarray(x2.mean(axis=0)).ravel())  # the mean of the symmetric set is 0
+        std[std == 0] = 1.0
+        inv = sp.diags(1.0 / std) if sp.issparse(x) else 1.0 / std
+        x, test_x = (x @ inv, test_x @ inv) if sp.issparse(x) else (x * inv, test_x * inv)
+    model = LogisticRegression(C=C, fit_intercept=False, max_iter=5000)
+    model.fit(x, y)
+    score = np.asarray(test_x @ model.coef_.ravel()).ravel()
+    return float(100.0 * np.mean((score > 0) + 0.5 * (score == 0)))
+
+
+def pair_texts(pair) -> list[tuple[str, str]]:
+    """The (prompt, response) inputs of a pair, chosen first: the scalar reward model's `encode` layout."""
+    return [(pair.prompt, pair.chosen), (pair.prompt, pair.rejected)]
+
+
+def encode_frozen(texts: list[tuple[str, str]], backbone, tokenizer, max_length: int, device: str, batch: int = 64):
+    """(N, H) mean-pooled last hidden states of (prompt, response) texts, with a progress line on stderr."""
+    import torch
+
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i][0]) + len(texts[i][1]))
+    out = np.zeros((len(texts), backbone.config.hidden_size), dtype=np.float64)
+    start, done = time.monotonic(), 0
+    with torch.inference_mode():
+        for b in range(0, len(order), batch):
+            idx = order[b : b + batch]
+            enc = tokenizer(
+                [texts[i][0] for i in idx],
+                [texts[i][1] for i in idx],
+                truncation="longest_first",
+                max_length=max_length,
+                padding=True,
+                return_tensors="pt",
+            ).to(device)
+            hidden = backbone(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            out[idx] = ((hidden * mask).sum(1) / mask.sum(1)).double().cpu().numpy()
+            before, done = done, done + len(idx)
+            line = f"encoding {done}/{len(texts)} sequences ({time.monotonic() - start:.0f}s)"
+            if sys.stderr.isatty():
+                print("\r" + line, end="" if done < len(texts) else "\n", file=sys.stderr, flush=True)
+            elif done == len(texts) or 10 * done // len(texts) > 10 * before // len(texts):
+                print(line, file=sys.stderr, flush=True)  # a log file: every tenth
+    return out
+
+
+def load_clients(cfg):
+    """(splits, unseen ids) exactly as `build_setup` makes them, without building the reward model."""
+    from fedpref.data.splits import split_clients
+    from fedpref.experiments.setup import load_pairs, pick_unseen
+
+    splits = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
+    unseen = pick_unseen(splits, cfg.data.unseen_clients, cfg.seed) if cfg.data.unseen_clients else []
+    return splits, unseen
+
+
+def measure(cfg, threads: int | None = None) -> dict:
+    """Every client's probe accuracies (percent) plus group and overall summaries; see the module docstring."""
+    import torch
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    from fedpref.errors import ConfigError
+    from fedpref.models.backbone import load_backbone
+
+    if threads:
+        torch.set_num_threads(threads)
+    splits, unseen = load_clients(cfg)
+    backbone, tokenizer, causal = load_backbone(cfg.model.backbone)
+    if causal:
+        raise ConfigError(
+            f"model.backbone '{cfg.model.backbone}' is a causal LM (selector head): this probe encodes pairs the "
+            "way the scalar head does and supports encoder backbones only"
+        )
+    backbone.to(cfg.device)
+
+    # Each split as a contiguous block of pairs: rows 2i (chosen) and 2i + 1 (rejected) of the text list.
+    texts, where = [], {}
+    for s in splits:
+        for part in ("train", "test"):
+            pairs = getattr(s, part)
+            where[s.client_id, part] = (len(texts) // 2, len(texts) // 2 + len(pairs))
+            texts += [t for p in pairs for t in pair_texts(p)]
+    pooled = encode_frozen(texts, backbone, tokenizer, cfg.data.max_length, cfg.device)
+    frozen = pooled[0::2] - pooled[1::2]
+    bow_vec = CountVectorizer(binary=True).fit([f"{a} {b}" for a, b in texts])
+    bow = bow_vec.transform([f"{a} {b}" for a, b in texts[0::2]]) - bow_vec.transform(
+        [f"{a} {b}" for a, b in texts[1::2]]
+    )
+
+    def rows(x, ids: Sequence[str], part: str):
+        blocks = [where[c, part] for c in ids]
+        if hasattr(x, "tocsr"):
+            import scipy.sparse as sp
+
+            return sp.vstack([x[a:b] for a, b in blocks]).tocsr()
+        return np.concatenate([x[a:b] for a, b in blocks])
+
+    group_of = {s.client_id: s.group or NO_GROUP for s in splits}
+    seen = [s.client_id for s in splits if s.client_id not in set(unseen)]
+    group_models: dict[str, list[str]] = {}
+    for c in seen:
+        group_models.setdefault(group_of[c], []).append(c)
+    clients = {}
+    for s in splits:
+        c = s.client_id
+        mates = group_models.get(group_of[c], [])
+        clients[c] = {
+            "group": group_of[c],
+            "unseen": c in unseen,
+            "train_pairs": len(s.train),
+            "test_pairs": len(s.test),
+            "one_client_frozen": probe_accuracy(rows(frozen, [c], "train"), rows(frozen, [c], "test")),
+            "whole_group_frozen": probe_accuracy(rows(frozen, mates, "train"), rows(frozen, [c], "test"))
+            if mates
+            else None,
+            "all_clients_frozen": probe_accuracy(rows(frozen, seen, "train"), rows(frozen, [c], "test")),
+            "one_client_bow": probe_accuracy(rows(bow, [c], "train"), rows(bow, [c], "test"), scale=False),
+        }
+        print(f"probed {c} ({group_of[c]})", file=sys.stderr, flush=True)
+    groups = {g: summarize([v for v in clients.values() if v["group"] == g]) for g in sorted(set(group_of.values()))}
+    return {
+        "config": cfg.name,
+        "seed": cfg.seed,
+        "backbone": cfg.model.backbone,
+        "max_length": cfg.data.max_length,
+        "probe": {"model": "LogisticRegression", "C": 1.0, "fit_intercept": False, "frozen_features": "std-scaled"},
+        "unseen": list(unseen),
+        "groups": groups,
+        "all": summarize(list(clients.values())),
+        "clients": clients,
+    }
+
+
+def summarize(rows: list[dict]) -> dict:
+    out = {
+        "clients": len(rows),
+        "train_pairs_per_client": statistics.fmean(r["train_pairs"] for r in rows),
+        "test_pairs_per_client": statistics.fmean(r["test_pairs"] for r in rows),
+    }
+    for key in COLUMNS:
+        values = [r[key] for r in rows if r[key] is not None]
+        out[key] = (
+            {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+            if values
+            else {"mean": None, "min": None, "max": None}
+        )
+    return out
+
+
+def markdown(result: dict) -> str:
+    """The table: one row per group, then 'all'."""
+
+    def cell(stats: dict, spread: bool) -> str:
+        if stats["mean"] is None:
+            return "-"
+        text = f"{stats['mean']:.1f}"
+        return f"{text} [{stats['min']:.1f}-{stats['max']:.1f}]" if spread else text
+
+    head = ["group", "clients", "train pairs/client", "test pairs/client"] + list(COLUMNS.values())
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, row in [*result["groups"].items(), ("all", result["all"])]:
+        cells = [
+            name,
+            str(row["clients"]),
+            f"{row['train_pairs_per_client']:g}",
+            f"{row['test_pairs_per_client']:g}",
+        ]
+        cells += [cell(row[key], key in SPREAD) for key in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    if result["unseen"]:
+        names = ", ".join(result["unseen"])
+        lines.append(f"\nUnseen clients (tested everywhere, in no shared training set): {names}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    from fedpref.config import load_config
+    from fedpref.errors import FedprefError
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", type=Path, help="experiment TOML (configs/*.toml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--json", type=Path, help="write every number (per client, per group, all) here")
+    parser.add_argument("--md", type=Path, help="also write the Markdown table here")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's choice)")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(args.config, args.overrides)
+        result = measure(cfg, args.threads)
+    except FedprefError as e:
+        parser.exit(2, f"error: {e}\n")
+    result["config_path"] = str(args.config)
+    result["overrides"] = list(args.overrides)
+    table = markdown(result)
+    print(table)
+    if args.md:
+        args.md.write_text(table + "\n", encoding="utf-8")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":
+    main()

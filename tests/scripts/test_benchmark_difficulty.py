@@ -1,0 +1,73 @@
+"""scripts/benchmark_difficulty.py: the probe on hand-made features, and main() end to end on configs/tiny.toml."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "benchmark_difficulty.py"
+
+
+@pytest.fixture(scope="module")
+def bd():
+    spec = importlib.util.spec_from_file_location("benchmark_difficulty", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pairs(rng: np.random.Generator, n: int, label) -> np.ndarray:
+    """Chosen-minus-rejected features of n pairs: z = f(a) - f(b) is 2-D Gaussian, a is chosen iff label(z)."""
+    z = rng.standard_normal((n, 2))
+    return np.where(label(z)[:, None], z, -z)
+
+
+def test_probe_separable_is_perfect(bd):
+    rng = np.random.default_rng(0)
+    by_sign = lambda z: z[:, 0] > 0  # noqa: E731 - the sign of x0 decides which response is chosen
+    assert bd.probe_accuracy(_pairs(rng, 200, by_sign), _pairs(rng, 500, by_sign)) == 100.0
+
+
+def test_probe_on_labels_independent_of_features_is_chance(bd):
+    # With a coin-flip label, x is symmetric noise whatever the fitted w, so each of the n test pairs is right
+    # with probability 1/2 independently: accuracy ~ 50 +- 100 * 0.5 / sqrt(n) = 50 +- 1.1 at n = 2000;
+    # the bound of 6 points is over 5 standard deviations.
+    rng = np.random.default_rng(1)
+    coin = lambda z: rng.random(len(z)) < 0.5  # noqa: E731
+    acc = bd.probe_accuracy(_pairs(rng, 200, coin), _pairs(rng, 2000, coin))
+    assert abs(acc - 50.0) < 6.0
+
+
+def test_probe_counts_ties_as_half(bd):
+    train = np.array([[1.0, 0.0], [2.0, 0.0]])
+    test = np.array([[1.0, 0.0], [0.0, 0.0]])  # one right, one with w.x == 0
+    assert bd.probe_accuracy(train, test) == 75.0
+
+
+def test_main_on_tiny(bd, tmp_path, capsys):
+    torch.set_num_threads(1)
+    out = tmp_path / "d.json"
+    result = bd.main([str(ROOT / "configs" / "tiny.toml"), "--json", str(out), "--md", str(tmp_path / "d.md")])
+    table = capsys.readouterr().out.strip().splitlines()
+    rows = [line for line in table if line.startswith("| ") and not line.startswith("| group")]
+    groups = ["G1", "G2", "G3", "G4"]
+    assert [r.split("|")[1].strip() for r in rows] == [*groups, "all"]
+    data = json.loads(out.read_text())
+    assert data == json.loads(json.dumps(result))
+    assert {"config", "probe", "groups", "all", "clients", "unseen"} <= set(data)
+    assert sorted(data["groups"]) == groups
+    assert len(data["clients"]) == 8
+    for row in [*data["groups"].values(), data["all"]]:
+        assert {"clients", "train_pairs_per_client", "test_pairs_per_client"} <= set(row)
+        assert row["test_pairs_per_client"] == 6 and row["train_pairs_per_client"] == 14  # 24 - 4 val - 6 test
+        for key in bd.COLUMNS:
+            stats = row[key]
+            assert 0.0 <= stats["min"] <= stats["mean"] <= stats["max"] <= 100.0
+    for client in data["clients"].values():
+        assert all(0.0 <= client[key] <= 100.0 for key in bd.COLUMNS)
