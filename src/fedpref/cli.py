@@ -87,7 +87,49 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     export.add_argument("--out", type=Path, required=True, help="output .jsonl file")
     _add_stage2_parser(sub)
+    _add_sweep_parser(sub)
+    _add_summarize_parser(sub)
     return parser
+
+
+def _add_sweep_parser(sub) -> None:
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a config over seeds and a grid of values, one run folder per cell, resumable",
+        description="Run CONFIG once per seed and combination of --grid values, into "
+        "OUT/<key=value>/.../seed=<seed>/ (characters other than letters, digits and ._+=- become _). "
+        "A finished cell is skipped, an interrupted one continued as with `fedpref run --resume`; "
+        "OUT/sweep.json lists the cells and their status. Every cell's config is validated before any run.",
+    )
+    sweep.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
+    sweep.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2 (default: the config's seed)")
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="sweep a config key over scalar values, parsed like --set values (repeatable: the product is run)",
+    )
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    sweep.add_argument("--out", type=Path, required=True, help="the sweep folder")
+    sweep.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess")
+
+
+def _add_summarize_parser(sub) -> None:
+    summarize = sub.add_parser(
+        "summarize",
+        help="mean, std and 95%% t-intervals over seeds of finished runs, grouped by configuration",
+        description="Summarize the finished runs in or below DIR (run or sweep folders): runs whose configs "
+        "differ only in the seed form a group; per method and personalization step the mean over seeds, the "
+        "sample std and the 95% Student-t interval of the mean; FedGD/FedBiscuit partition ARI; per-group "
+        "accuracies; the FedVPL/FedVPA-GP selector table. Markdown on stdout.",
+    )
+    summarize.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
+    summarize.add_argument(
+        "--pair", default=None, metavar="A,B", help="paired per-client difference A - B (same clients, same seeds)"
+    )
+    summarize.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
+    summarize.add_argument("--csv", type=Path, default=None, help="write the numbers as CSV to this file")
 
 
 def _add_stage2_parser(sub) -> None:
@@ -165,6 +207,28 @@ def _print_workers(console: Console, path: str) -> None:
     console.print(table)
 
 
+def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.experiments.sweep import parse_grid, parse_seeds, plan_cells, run_sweep
+
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
+    grid = parse_grid(args.grid)
+    cells = plan_cells(args.config, seeds, grid, args.overrides, args.out)
+    spec = {"config": str(args.config), "seeds": seeds, "grid": grid, "overrides": args.overrides}
+    run_sweep(cells, args.out, console, spec | {"engine": args.engine}, engine=args.engine)
+
+
+def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.experiments.summary import parse_pair, summarize, to_csv
+
+    markdown, rows = summarize(args.dirs, parse_pair(args.pair))
+    sys.stdout.write(markdown)
+    sys.stdout.flush()
+    if args.out:
+        args.out.write_text(markdown, encoding="utf-8")
+    if args.csv:
+        args.csv.write_text(to_csv(rows), encoding="utf-8")
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> None:
     from fedpref.config import load_config
     from fedpref.experiments.experiment import run_experiment
@@ -186,7 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
-        {"run": cmd_run, "data": cmd_data, "diagnose": cmd_diagnose, "stage2": cmd_stage2}[args.command](args, console)
+        commands = {
+            "run": cmd_run,
+            "sweep": cmd_sweep,
+            "summarize": cmd_summarize,
+            "data": cmd_data,
+            "diagnose": cmd_diagnose,
+            "stage2": cmd_stage2,
+        }
+        commands[args.command](args, console)
     except FedprefError as e:
         Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
         return 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from fedpref.algorithms.base import Algorithm
+from fedpref.algorithms.base import Algorithm, ClientInfo
 from fedpref.algorithms.centralized import Centralized
 from fedpref.client.personalize import personalize
 from fedpref.client.trainer import LocalTrainer, OptimConfig
@@ -113,9 +113,20 @@ def finish_method(
         "diagnostics": run_diagnostics(algorithm.name, inits, cfg, setup) if cfg.diagnostics.enabled else {},
         "assignments": [h for h in algorithm.history if "assignment" in h],
     }
+    add_partition_ari(result, setup.infos)
     if hasattr(algorithm, "evaluate"):
         result["selector"] = evaluate_selector(algorithm, setup)
     return result
+
+
+def add_partition_ari(result: dict, infos: list[ClientInfo]) -> None:
+    """`result["partition_ari"]`: the method's final partition (FedGD's frozen groups, FedBiscuit's final
+    selection) against the true groups, when every client's true group is known."""
+    from fedpref.experiments.summary import partition_ari
+
+    truth = {c.client_id: c.true_group for c in infos}
+    if None not in truth.values() and (ari := partition_ari(result["assignments"], truth)) is not None:
+        result["partition_ari"] = ari
 
 
 def evaluate_selector(algorithm, setup: Setup) -> dict:

@@ -21,7 +21,7 @@ from fedpref.engines.guards import split_finite
 from fedpref.engines.inprocess import check_server_finite, round_record
 from fedpref.experiments import outputs
 from fedpref.experiments.methods import build_algorithm
-from fedpref.experiments.runner import summarize_curves
+from fedpref.experiments.runner import add_partition_ari, summarize_curves
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
 
@@ -208,6 +208,7 @@ def serve_method(
         "timing": {"wall_s": round(time.perf_counter() - start, 2), "global_s": round(global_s, 2)},
         "engine": "flower",
     }
+    add_partition_ari(result, peers.infos)
     return result, log, algorithm
 
 

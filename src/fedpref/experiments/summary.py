@@ -1,0 +1,420 @@
+"""Summaries of finished runs: mean, sample std and Student-t 95% intervals over seeds, paired differences."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fedpref.errors import FedprefError
+
+# t_{0.975, df} for df = 1..30 (scipy.stats.t.ppf, 4 decimals). Beyond 30 the Cornish-Fisher expansion of the
+# t quantile around the normal one (Abramowitz & Stegun 26.7.5) is exact to better than 1e-6.
+T975 = (
+    12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
+    2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
+    2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555, 2.0518, 2.0484, 2.0452, 2.0423,
+)  # fmt: skip
+Z975 = 1.959963984540054
+
+
+def t_quantile(df: int) -> float:
+    """The 0.975 quantile of Student's t with `df` degrees of freedom (two-sided 95%)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(T975):
+        return T975[df - 1]
+    z = Z975
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * df**4)
+    )
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Mean of `n` values, their sample std (ddof=1) and the half-width of the t-interval of the mean."""
+
+    n: int
+    mean: float
+    std: float | None  # None for a single value
+    half_width: float | None
+    values: tuple[float, ...] = ()
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.half_width is None:
+            return None
+        return self.mean - self.half_width, self.mean + self.half_width
+
+
+def estimate(values: Sequence[float]) -> Estimate:
+    """Mean, sample std and 95% t-interval half-width t_{0.975,n-1} * std / sqrt(n)."""
+    if not values:
+        raise ValueError("no values to summarize")
+    values = tuple(float(v) for v in values)
+    n, mean = len(values), statistics.fmean(values)
+    if n < 2:
+        return Estimate(n, mean, None, None, values)
+    std = statistics.stdev(values)
+    return Estimate(n, mean, std, t_quantile(n - 1) * std / math.sqrt(n), values)
+
+
+def paired_difference(seeds: Sequence[tuple[dict[str, float], dict[str, float]]]) -> tuple[Estimate, str]:
+    """A minus B for the same clients: (estimate, unit), one (A per client, B per client) pair per seed.
+
+    Clients of one run share its global model, data draw and batches, so their differences are not independent:
+    with several seeds, each seed counts once, as the mean over its clients of A - B (unit 'seed', n = seeds).
+    With one seed, the clients' differences are the only replication (unit 'client', n = clients); that interval
+    says nothing about run-to-run variation.
+    """
+    diffs = [[a[c] - b[c] for c in sorted(a.keys() & b.keys())] for a, b in seeds]
+    if not all(diffs):
+        raise FedprefError("paired difference: a run has no client evaluated by both methods")
+    if len(diffs) == 1:
+        return estimate(diffs[0]), "client"
+    return estimate([statistics.fmean(d) for d in diffs]), "seed"
+
+
+def partition_ari(assignments: list[dict], truth: dict[str, str]) -> float | None:
+    """ARI of the last frozen (FedGD) or final-selection (FedBiscuit) assignment against `truth`; None without one."""
+    from sklearn.metrics import adjusted_rand_score
+
+    final = [a for a in assignments if a.get("frozen") or a.get("final_selection")]
+    if not final:
+        return None
+    found = final[-1]["assignment"]
+    clients = sorted(c for c in found if c in truth)
+    return round(float(adjusted_rand_score([truth[c] for c in clients], [found[c] for c in clients])), 4)
+
+
+def true_groups(config: dict) -> dict[str, str]:
+    """Synthetic clients are indexed by group in order: c000.. are G1, then G2, ..."""
+    ids, k = {}, 0
+    for g, size in enumerate(config["data"]["group_sizes"], start=1):
+        for _ in range(size):
+            ids[f"c{k:03d}"] = f"G{g}"
+            k += 1
+    return ids
+
+
+@dataclass
+class Run:
+    path: Path
+    results: dict
+    config: dict
+
+    @property
+    def seed(self) -> int:
+        return self.results.get("seed", self.config.get("seed"))
+
+    @property
+    def finished(self) -> bool:
+        return "timing" in self.results  # written last, once every method is done
+
+    def ari(self, method: str) -> float | None:
+        """The recorded ARI, else (runs from before it was recorded) recomputed for the synthetic benchmark."""
+        result = self.results["methods"][method]
+        if "partition_ari" in result:
+            return result["partition_ari"]
+        if self.config.get("data", {}).get("source", "synthetic") != "synthetic":
+            return None
+        return partition_ari(result.get("assignments", []), true_groups(self.config))
+
+
+def load_run(path: Path) -> Run:
+    try:
+        results = json.loads((path / "results.json").read_text(encoding="utf-8"))
+        config = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+        raise FedprefError(f"{path}: unreadable run files ({e})") from None
+    return Run(path, results, config)
+
+
+def find_runs(paths: Sequence[Path]) -> list[Run]:
+    """Run folders (results.json next to config.toml) given directly or anywhere below the given folders."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.is_dir():
+            raise FedprefError(f"{path}: no such folder")
+        below = sorted(p.parent for p in path.rglob("results.json") if (p.parent / "config.toml").is_file())
+        if not below:
+            raise FedprefError(f"{path}: no run folder (results.json with config.toml) in it")
+        found += [p for p in below if p not in found]
+    return [load_run(p) for p in found]
+
+
+def flatten(table: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            out |= flatten(value, f"{prefix}{key}.")
+        else:
+            out[prefix + key] = value
+    return out
+
+
+@dataclass
+class Group:
+    """Runs of one configuration that differ only in the seed."""
+
+    label: str
+    runs: list[Run] = field(default_factory=list)
+
+    def methods(self) -> list[str]:
+        names: list[str] = []
+        for run in self.runs:
+            names += [m for m in run.results["methods"] if m not in names]
+        return names
+
+
+def group_runs(runs: Sequence[Run]) -> list[Group]:
+    """Group by the whole config except `seed`; label each group by the keys in which the groups differ."""
+    keyed: dict[str, list[Run]] = {}
+    for run in sorted(runs, key=lambda r: (str(r.path.parent), r.seed)):
+        rest = {k: v for k, v in flatten(run.config).items() if k != "seed"}
+        keyed.setdefault(json.dumps(rest, sort_keys=True, default=str), []).append(run)
+    flat = [json.loads(k) for k in keyed]
+    differing = sorted(k for k in set().union(*flat) if len({json.dumps(f.get(k)) for f in flat}) > 1)
+    groups = []
+    for rest, members in zip(flat, keyed.values(), strict=True):
+        shown = [f"{k}={json.dumps(rest.get(k))}" for k in differing if k != "name"]
+        groups.append(Group(", ".join([str(rest.get("name", "?")), *shown]), members))
+    return groups
+
+
+@dataclass
+class Row:
+    """One CSV row (and one Markdown table row) of the summary."""
+
+    group: str
+    kind: str  # accuracy | ari | paired_difference
+    method: str
+    step: int | None
+    unit: str  # what one value is: a seed's mean over clients, or one client (paired, one seed)
+    est: Estimate
+    seeds: list[int]
+
+
+def accuracy_rows(group: Group) -> list[Row]:
+    """Per method and personalization step: the runs' mean accuracy over clients, summarized over seeds."""
+    rows = []
+    for method in group.methods():
+        runs = [r for r in group.runs if method in r.results["methods"]]
+        curves = [r.results["methods"][method]["personalization"] for r in runs]
+        for i, step in enumerate(curves[0]["steps"]):
+            values = [c["acc_mean"][i] for c in curves]
+            rows.append(Row(group.label, "accuracy", method, step, "seed", estimate(values), [r.seed for r in runs]))
+    return rows
+
+
+def ari_rows(group: Group) -> list[Row]:
+    rows = []
+    for method in group.methods():
+        pairs = [(r.seed, r.ari(method)) for r in group.runs if method in r.results["methods"]]
+        pairs = [(s, a) for s, a in pairs if a is not None]
+        if pairs:
+            est = estimate([a for _, a in pairs])
+            rows.append(Row(group.label, "ari", method, None, "seed", est, [s for s, _ in pairs]))
+    return rows
+
+
+def pair_rows(group: Group, a: str, b: str) -> list[Row]:
+    """A - B per client and seed at each step (see `paired_difference`); none when a run lacks either method."""
+    runs = [r for r in group.runs if {a, b} <= r.results["methods"].keys()]
+    if not runs:
+        return []
+    curves = [(r.results["methods"][a]["personalization"], r.results["methods"][b]["personalization"]) for r in runs]
+    rows = []
+    for i, step in enumerate(curves[0][0]["steps"]):
+        if step not in curves[0][1]["steps"]:
+            continue
+        j = curves[0][1]["steps"].index(step)
+        per_seed = [
+            ({c: v[i] for c, v in ca["per_client"].items()}, {c: v[j] for c, v in cb["per_client"].items()})
+            for ca, cb in curves
+        ]
+        est, unit = paired_difference(per_seed)
+        rows.append(Row(group.label, "paired_difference", f"{a} - {b}", step, unit, est, [r.seed for r in runs]))
+    return rows
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def markdown_rows(rows: list[Row], digits: int = 2) -> list[str]:
+    """| method | step | n | mean | std | 95% CI | values |"""
+    lines = ["| method | step | n | mean | std | 95% CI | per seed |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ci = r.est.interval
+        ci_text = f"[{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]" if ci else "–"
+        values = ", ".join(fmt(v, digits) for v in r.est.values) if r.unit == "seed" else f"({r.est.n} clients)"
+        step = "" if r.step is None else str(r.step)
+        cells = [r.method, step, str(r.est.n), fmt(r.est.mean, digits), fmt(r.est.std, digits), ci_text, values]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def group_markdown(group: Group, pair: tuple[str, str] | None) -> tuple[list[str], list[Row]]:
+    """The Markdown section of one group and the rows it shows."""
+    seeds = ", ".join(str(r.seed) for r in group.runs)
+    lines = [f"## {group.label}", "", f"{len(group.runs)} run(s), seeds {seeds}: "]
+    lines[-1] += ", ".join(f"`{r.path}`" for r in group.runs)
+    acc = accuracy_rows(group)
+    lines += ["", "Accuracy (%) per personalization step: mean over clients per seed; mean, sample std and 95% "]
+    lines[-1] += "t-interval over seeds."
+    lines += ["", *markdown_rows(acc)]
+    rows = list(acc)
+    if ari := ari_rows(group):
+        lines += ["", "Partition ARI against the true groups (FedGD's frozen groups, FedBiscuit's final selection):"]
+        lines += ["", *markdown_rows(ari, digits=3)]
+        rows += ari
+    if pair:
+        rows += pair_markdown(group, pair, lines)
+    lines += ["", *group_lines(group), *selector_lines(group)]
+    return lines, rows
+
+
+def pair_markdown(group: Group, pair: tuple[str, str], lines: list[str]) -> list[Row]:
+    rows = pair_rows(group, *pair)
+    a, b = pair
+    if not rows:
+        lines += ["", f"No run of this group has both {a} and {b}."]
+        return rows
+    unit = "one value per seed: the mean over clients of" if rows[0].unit == "seed" else "one value per client:"
+    lines += ["", f"Paired difference {a} - {b} in accuracy points ({unit} A - B on the same client):", ""]
+    lines += markdown_rows(rows)
+    return rows
+
+
+def group_lines(group: Group) -> list[str]:
+    """Per true group, acc^0 -> acc^last of each method and seed."""
+    lines = []
+    for method in group.methods():
+        for run in group.runs:
+            curves = run.results["methods"].get(method, {}).get("personalization", {})
+            if curves.get("by_group"):
+                text = ", ".join(f"{g} {v[0]:.0f}->{v[-1]:.0f}" for g, v in curves["by_group"].items())
+                lines.append(f"- {method} (seed {run.seed}): {text}")
+    return ["Per group, acc^0 -> acc^last (each seed):", "", *lines] if lines else []
+
+
+def client_groups(results: dict, config: dict) -> dict[str, tuple[str, str]]:
+    """client -> (true group, 'seen' or 'unseen'), from any latent-conditioned method's evaluation, else (a
+    synthetic run of baselines only, with held-out clients) from the client order and the held-out list."""
+    for r in results["methods"].values():
+        if r.get("selector"):
+            sel = r["selector"]
+            kinds = [k for k in ("seen", "unseen") if k in sel]
+            return {c: (v["group"], k) for k in kinds for c, v in sel[k]["per_client"].items()}
+    unseen = set(results.get("data", {}).get("unseen_clients", []))
+    if config["data"].get("source", "synthetic") != "synthetic" or not unseen:  # not a latent-selector experiment
+        return {}
+    return {c: (g, "unseen" if c in unseen else "seen") for c, g in true_groups(config).items()}
+
+
+def baseline_entry(result: dict, group_of: dict[str, tuple[str, str]]) -> dict:
+    """A monolithic baseline's acc^0 (its reward model, no z) in the selector table's shape."""
+    acc0 = {c: curve[0] for c, curve in result["personalization"]["per_client"].items()}
+    seen = [c for c in acc0 if group_of[c][1] == "seen"]
+    unseen = [c for c in acc0 if group_of[c][1] == "unseen"]
+    groups = sorted({group_of[c][0] for c in seen})
+    by_group = {g: {"acc": statistics.fmean(acc0[c] for c in seen if group_of[c][0] == g)} for g in groups}
+    entry = {"seen": {"acc_mean": statistics.fmean(acc0[c] for c in seen), "by_group": by_group}}
+    if unseen:
+        entry["unseen"] = {"acc_mean": statistics.fmean(acc0[c] for c in unseen)}
+    return entry
+
+
+def mean_std(values: list[float | None]) -> str:
+    present = [v for v in values if v is not None]
+    if not present:
+        return "–"
+    est = estimate(present)
+    return f"{est.mean:.2f} ± {fmt(est.std)}"
+
+
+def selector_lines(group: Group) -> list[str]:
+    """Mean ± sample std over seeds of the selector evaluation (FedVPA-GP paper, Tables 1-2), with the baselines'
+    acc^0 in the same shape."""
+    entries: dict[str, list[dict]] = {}
+    for run in group.runs:
+        for name, r in run.results["methods"].items():
+            if r.get("selector"):
+                entries.setdefault(name, []).append(r["selector"])
+            elif group_of := client_groups(run.results, run.config):
+                entries.setdefault(name, []).append(baseline_entry(r, group_of))
+    if not entries:
+        return []
+    groups = sorted({g for runs in entries.values() for s in runs for g in s["seen"]["by_group"]})
+    header = ["method", "seeds", "acc"] + [f"{g} acc" for g in groups]
+    header += ["silhouette", "probe acc", "KL to N(0,I)", "spread", "unseen acc"]
+    lines = ["", "Selector (seen clients unless noted; mean ± std over seeds):", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, runs in entries.items():
+        seen = [s["seen"] for s in runs]
+        cells = [name, str(len(runs)), mean_std([s["acc_mean"] for s in seen])]
+        cells += [mean_std([s["by_group"].get(g, {}).get("acc") for s in seen]) for g in groups]
+        cells += [mean_std([s.get("separation", {}).get(k) for s in seen]) for k in ("silhouette", "probe_acc")]
+        cells += [mean_std([s.get("collapse", {}).get(k) for s in seen]) for k in ("kl_standard_mean", "mean_spread")]
+        cells.append(mean_std([s["unseen"]["acc_mean"] for s in runs if "unseen" in s]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+CSV_COLUMNS = ["group", "kind", "method", "step", "unit", "n", "mean", "std", "ci_low", "ci_high", "seeds", "values"]
+
+
+def to_csv(rows: list[Row]) -> str:
+    """One line per summary row; `values` are the per-seed (or, paired with one seed, per-client) values."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in rows:
+        ci = r.est.interval or (None, None)
+        numbers = [r.est.mean, r.est.std, *ci]
+        writer.writerow(
+            [r.group, r.kind, r.method, "" if r.step is None else r.step, r.unit, r.est.n]
+            + ["" if x is None else round(x, 4) for x in numbers]
+            + [";".join(map(str, r.seeds)), ";".join(str(round(v, 4)) for v in r.est.values)]
+        )
+    return out.getvalue()
+
+
+def parse_pair(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",")]
+    if len(names) != 2 or not all(names) or names[0] == names[1]:
+        raise FedprefError(f"--pair {text}: expected two different method names, e.g. --pair FedGD,FL")
+    return names[0], names[1]
+
+
+def summarize(paths: Sequence[Path], pair: tuple[str, str] | None = None) -> tuple[str, list[Row]]:
+    """(Markdown, rows) for the finished runs in or below `paths`, one section per configuration."""
+    runs = find_runs(paths)
+    finished = [r for r in runs if r.finished]
+    if not finished:
+        raise FedprefError("no finished run (results.json with timing) in " + ", ".join(map(str, paths)))
+    if pair:
+        known = {m for r in finished for m in r.results["methods"]}
+        if missing := [m for m in pair if m not in known]:
+            raise FedprefError(f"--pair: no method {', '.join(missing)} in these runs ({', '.join(sorted(known))})")
+    lines, rows = ["# Summary of runs", ""], []
+    if unfinished := [r for r in runs if not r.finished]:
+        lines += [f"Left out {len(unfinished)} unfinished run(s): " + ", ".join(f"`{r.path}`" for r in unfinished), ""]
+    for group in group_runs(finished):
+        section, shown = group_markdown(group, pair)
+        lines += [*section, ""]
+        rows += shown
+    return "\n".join(lines).rstrip() + "\n", rows

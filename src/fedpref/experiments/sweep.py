@@ -1,0 +1,212 @@
+"""Sweeps: one run folder per seed and grid combination, resumable, indexed in sweep.json."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from fedpref.config import ExperimentConfig, load_config
+from fedpref.errors import ConfigError, FedprefError
+
+
+@dataclass
+class Cell:
+    """One run of a sweep: `seed` and one value per grid key (as written on the command line)."""
+
+    seed: int
+    values: dict[str, str]
+    folder: Path
+    cfg: ExperimentConfig
+    state: str = "new"  # new | interrupted (folder with a partial run) | finished
+
+    @property
+    def label(self) -> str:
+        return cell_label(self.seed, self.values)
+
+
+def cell_label(seed: int, values: dict[str, str]) -> str:
+    return " ".join([f"seed={seed}", *(f"{k}={v}" for k, v in values.items())])
+
+
+def parse_seeds(text: str) -> list[int]:
+    """'0,1,2' -> [0, 1, 2]."""
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds {text!r}: expected distinct integers separated by commas, e.g. --seeds 0,1,2")
+    return seeds
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[str]]:
+    """['train.lr=1e-3,3e-4'] -> {'train.lr': ['1e-3', '3e-4']}; values stay text, parsed later like --set."""
+    grid: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        values = [v.strip() for v in text.split(",")]
+        if not sep or not key or not all(values):
+            raise ConfigError(f"--grid {item}: expected KEY=V1,V2,..., e.g. --grid train.lr=1e-3,3e-4")
+        if any(v[0] in "[{" for v in values):
+            # a list or table value would itself contain commas: give it with --set, one sweep per value
+            raise ConfigError(f"--grid {item}: only scalar values can be swept (numbers, strings, booleans)")
+        if key == "seed":
+            raise ConfigError("--grid seed=...: give the seeds with --seeds")
+        if key in grid or len(set(values)) != len(values):
+            raise ConfigError(f"--grid {item}: a key or value appears twice")
+        grid[key] = values
+    return grid
+
+
+def folder_part(key: str, value: str) -> str:
+    """'train.lr', '1e-3' -> 'train.lr=1e-3'; anything but letters, digits and ._+=- becomes '_'."""
+    return re.sub(r"[^A-Za-z0-9._+=-]", "_", f"{key}={value}")
+
+
+def plan_cells(
+    config: Path, seeds: Sequence[int] | None, grid: dict[str, list[str]], overrides: Sequence[str], out: Path
+) -> list[Cell]:
+    """Every cell with its validated config (seeds outer, grid inner): OUT/<key=value>/.../seed=<seed>.
+
+    Raises before anything runs when a config is invalid or a folder holds a run of another config.
+    """
+    if any(o.partition("=")[0].strip() == "seed" for o in overrides):
+        raise ConfigError("--set seed=...: give the seeds with --seeds")
+    base = load_config(config, list(overrides))
+    cells = []
+    for seed in seeds if seeds is not None else [base.seed]:
+        for combo in itertools.product(*grid.values()):
+            values = dict(zip(grid, combo))
+            cell_overrides = [*overrides, *(f"{k}={v}" for k, v in values.items()), f"seed={seed}"]
+            folder = out.joinpath(*(folder_part(k, v) for k, v in values.items()), f"seed={seed}")
+            try:
+                cfg = load_config(config, cell_overrides)
+            except ConfigError as e:
+                raise ConfigError(f"sweep cell {cell_label(seed, values)}: {e}") from None
+            cells.append(Cell(seed, values, folder, cfg))
+    check_distinct(cells)
+    for cell in cells:
+        cell.state = cell_state(cell)
+    return cells
+
+
+def check_distinct(cells: Sequence[Cell]) -> None:
+    """Two cells must not share a folder (values equal after cleaning) or a config (e.g. 1e-3 and 0.001)."""
+    for attr, what in ((lambda c: c.folder, "folder"), (lambda c: c.cfg.digest(), "config")):
+        seen: dict = {}
+        for cell in cells:
+            other = seen.setdefault(attr(cell), cell)
+            if other is not cell:
+                raise ConfigError(f"sweep cells '{other.label}' and '{cell.label}' have the same {what}")
+
+
+def cell_state(cell: Cell) -> str:
+    """finished (complete results.json of this config), interrupted (a partial run of it) or new (no run yet)."""
+    results_path, config_path = cell.folder / "results.json", cell.folder / "config.toml"
+    if not cell.folder.is_dir() or not any(cell.folder.iterdir()):
+        return "new"
+    if not config_path.is_file():
+        raise FedprefError(f"{cell.folder}: not empty and not a fedpref run (no config.toml); choose another --out")
+    try:
+        digest = load_config(config_path).digest()
+    except ConfigError as e:
+        raise FedprefError(f"{cell.folder}: its config.toml does not load ({e})") from None
+    if digest != cell.cfg.digest():
+        raise FedprefError(
+            f"{cell.folder}: holds a run of another config (hash {digest}, this cell {cell.cfg.digest()}); "
+            "choose another --out"
+        )
+    return "finished" if results_complete(results_path, cell.cfg) else "interrupted"
+
+
+def results_complete(path: Path, cfg: ExperimentConfig) -> bool:
+    """results.json gets its top-level timing only after the last method (run_experiment)."""
+    if not path.is_file():
+        return False
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return False
+    return "timing" in results and set(cfg.algorithm.methods) <= set(results.get("methods", {}))
+
+
+def sweep_index(cells: Sequence[Cell], out: Path, spec: dict) -> dict:
+    status = {"new": "pending", "interrupted": "interrupted", "finished": "skipped"}
+    return {
+        **spec,
+        "cells": [
+            {
+                "folder": cell.folder.relative_to(out).as_posix(),
+                "seed": cell.seed,
+                "overrides": cell.values,
+                "config_hash": cell.cfg.digest(),
+                "status": status[cell.state],
+            }
+            for cell in cells
+        ],
+    }
+
+
+def write_index(index: dict, out: Path) -> None:
+    from fedpref.experiments.outputs import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(index, out / "sweep.json")
+
+
+def run_sweep(
+    cells: Sequence[Cell],
+    out: Path,
+    console: Console,
+    spec: dict,
+    engine: str = "inprocess",
+    say: Callable[[str], None] | None = None,
+) -> dict:
+    """Run the cells in turn: skip finished ones, resume interrupted ones (`fedpref run --resume`), run the rest.
+
+    `sweep.json` in `out` is rewritten after every cell; statuses: pending, running, done, resumed, skipped
+    (finished before), interrupted (partial, not yet resumed) and failed (with the error; the sweep stops).
+    """
+    say = say or (lambda line: print(line, flush=True))
+    index = sweep_index(cells, out, spec)
+    write_index(index, out)
+    for i, (cell, entry) in enumerate(zip(cells, index["cells"]), start=1):
+        prefix = f"[{i}/{len(cells)}] {cell.label}"
+        if cell.state == "finished":
+            say(f"{prefix}: skipped (finished)")
+            continue
+        say(f"{prefix}: {'resuming' if cell.state == 'interrupted' else 'running'} in {cell.folder}")
+        entry["status"] = "running"
+        write_index(index, out)
+        try:
+            wall_s = run_cell(cell, console, engine)
+        except BaseException as e:  # an interrupt too: sweep.json must not claim the cell is still running
+            entry |= {"status": "failed", "error": str(e) or type(e).__name__}
+            write_index(index, out)
+            say(f"{prefix}: failed ({entry['error']})")
+            raise
+        entry |= {"status": "resumed" if cell.state == "interrupted" else "done", "wall_s": round(wall_s, 1)}
+        write_index(index, out)
+        say(f"{prefix}: {'resumed, ' if cell.state == 'interrupted' else ''}done in {wall_s:.0f} s")
+    return index
+
+
+def run_cell(cell: Cell, console: Console, engine: str) -> float:
+    """Seconds spent running (or continuing) one cell, through the same calls as `fedpref run [--resume]`."""
+    from fedpref.experiments.experiment import run_experiment
+    from fedpref.experiments.outputs import prepare_run_dir
+
+    started = time.perf_counter()
+    resume = cell.state == "interrupted"
+    if not resume:
+        prepare_run_dir(cell.folder, overwrite=False)
+    run_experiment(cell.cfg, cell.folder, console, resume=resume, engine=engine)
+    return time.perf_counter() - started

@@ -1,0 +1,177 @@
+"""`fedpref summarize`: statistics checked against hand-computed numbers, on hand-written run folders."""
+
+import csv
+import io
+import json
+import math
+
+import pytest
+
+from fedpref.cli import main
+from fedpref.experiments.summary import estimate, paired_difference, partition_ari, t_quantile
+
+# Per seed, per client accuracy at steps [0, 5]: FL and FedGD on two clients (c000 in G1, c001 in G2).
+FL = {
+    0: {"c000": [50, 75], "c001": [70, 85]},
+    1: {"c000": [60, 80], "c001": [80, 90]},
+    2: {"c000": [70, 85], "c001": [90, 95]},
+}
+FEDGD = {
+    0: {"c000": [50, 75], "c001": [72, 85]},
+    1: {"c000": [62, 80], "c001": [82, 90]},
+    2: {"c000": [72, 86], "c001": [94, 96]},
+}
+ARI = {0: 1.0, 1: 0.5, 2: 0.0}
+
+
+def curves(per_client: dict[str, list[float]]) -> dict:
+    columns = list(zip(*per_client.values()))
+    return {
+        "steps": [0, 5],
+        "acc_mean": [sum(c) / len(c) for c in columns],
+        "acc_std": [0.0, 0.0],
+        "by_group": {"G1": per_client["c000"], "G2": per_client["c001"]},
+        "per_client": per_client,
+    }
+
+
+def write_run(folder, seed: int, lr: float = 0.001, finished: bool = True, methods=("FL", "FedGD")) -> None:
+    folder.mkdir(parents=True)
+    config = f'name = "fx"\nseed = {seed}\n\n[data]\nsource = "synthetic"\ngroup_sizes = [1, 1]\n\n[train]\nlr = {lr}\n'
+    (folder / "config.toml").write_text(config)
+    results = {"seed": seed, "methods": {}}
+    if "FL" in methods:
+        results["methods"]["FL"] = {"personalization": curves(FL[seed]), "assignments": []}
+    if "FedGD" in methods:
+        results["methods"]["FedGD"] = {"personalization": curves(FEDGD[seed]), "partition_ari": ARI[seed]}
+    if finished:
+        results["timing"] = {"wall_s": 1.0}
+    (folder / "results.json").write_text(json.dumps(results))
+
+
+def test_mean_std_and_t_interval_by_hand():
+    est = estimate([80, 90, 100])
+    assert (est.n, est.mean, est.std) == (3, 90.0, 10.0)
+    # t_{0.975,2} = 4.3027; half-width 4.3027 * 10 / sqrt(3) = 24.84
+    assert est.half_width == pytest.approx(24.84, abs=0.005)
+    assert est.interval == pytest.approx((65.16, 114.84), abs=0.005)
+    single = estimate([42.0])
+    assert (single.n, single.mean, single.std, single.half_width, single.interval) == (1, 42.0, None, None, None)
+
+
+def test_t_quantiles():
+    assert t_quantile(1) == 12.7062 and t_quantile(2) == 4.3027 and t_quantile(30) == 2.0423
+    # beyond the table: t_{0.975,40} = 2.0211, t_{0.975,120} = 1.9799, and the normal 1.96 in the limit
+    assert t_quantile(40) == pytest.approx(2.0211, abs=1e-4)
+    assert t_quantile(120) == pytest.approx(1.9799, abs=1e-4)
+    assert t_quantile(10**7) == pytest.approx(1.96, abs=1e-3)
+    with pytest.raises(ValueError):
+        t_quantile(0)
+
+
+def test_paired_difference_by_hand():
+    # several seeds: one value per seed, the mean over clients of A - B: (0+2)/2, (2+2)/2, (2+4)/2 = 1, 2, 3
+    seeds = [({"a": 50, "b": 72}, {"a": 50, "b": 70}), ({"a": 62, "b": 82}, {"a": 60, "b": 80})]
+    seeds.append(({"a": 72, "b": 94, "only_in_a": 0}, {"a": 70, "b": 90}))
+    est, unit = paired_difference(seeds)
+    assert unit == "seed" and est.n == 3 and est.mean == 2.0 and est.std == 1.0
+    assert est.half_width == pytest.approx(4.3027 / math.sqrt(3))  # 2.48
+    # one seed: the clients are the unit; differences 10, 0, 10 -> mean 6.67, std 5.77, half 4.3027*5.77/sqrt(3)
+    est, unit = paired_difference([({"x": 70, "y": 90, "z": 80}, {"x": 60, "y": 90, "z": 70})])
+    assert unit == "client" and est.n == 3
+    assert (est.mean, est.std, est.half_width) == pytest.approx((6.667, 5.774, 14.342), abs=1e-3)
+
+
+def test_partition_ari_uses_the_frozen_assignment():
+    truth = {"c000": "G1", "c001": "G1", "c002": "G2", "c003": "G2"}
+    early = {"round": 0, "assignment": {"c000": 0, "c001": 1, "c002": 0, "c003": 1}}
+    frozen = {"round": 1, "assignment": {"c000": 1, "c001": 1, "c002": 0, "c003": 0}, "frozen": True}
+    assert partition_ari([early, frozen], truth) == 1.0
+    assert partition_ari([early | {"final_selection": True}], truth) == -0.5  # every cell of the 2x2 table is 1
+    assert partition_ari([early], truth) is None
+
+
+@pytest.fixture
+def runs(tmp_path):
+    for seed in (0, 1, 2):
+        write_run(tmp_path / "sweep" / f"seed={seed}", seed)
+    write_run(tmp_path / "other", 0, lr=0.01, methods=("FL",))
+    write_run(tmp_path / "sweep" / "busy", 1, finished=False)
+    return tmp_path
+
+
+def test_summarize_markdown_and_csv(runs, capsys):
+    out_md, out_csv = runs / "summary.md", runs / "summary.csv"
+    args = ["summarize", str(runs / "sweep"), str(runs / "other"), "--pair", "FedGD,FL"]
+    assert main([*args, "--out", str(out_md), "--csv", str(out_csv)]) == 0
+    printed = capsys.readouterr().out
+    assert printed == out_md.read_text()
+    lines = printed.splitlines()
+    assert "## fx, train.lr=0.001" in lines and "## fx, train.lr=0.01" in lines
+    assert any(line.startswith("Left out 1 unfinished run(s)") and "busy" in line for line in lines)
+    # FL acc^0 over seeds: 60, 70, 80 -> mean 70, std 10, 95% CI 70 -/+ 24.84
+    assert "| FL | 0 | 3 | 70.00 | 10.00 | [45.16, 94.84] | 60.00, 70.00, 80.00 |" in lines
+    # FL acc^5: 80, 85, 90 -> mean 85, std 5, half-width 12.42
+    assert "| FL | 5 | 3 | 85.00 | 5.00 | [72.58, 97.42] | 80.00, 85.00, 90.00 |" in lines
+    # FedGD acc^0: 61, 72, 83 -> mean 72, std 11, half-width 4.3027 * 11 / sqrt(3) = 27.33
+    assert "| FedGD | 0 | 3 | 72.00 | 11.00 | [44.67, 99.33] | 61.00, 72.00, 83.00 |" in lines
+    # ARI 1, 0.5, 0 -> mean 0.5, std 0.5, half-width 1.242
+    assert "| FedGD |  | 3 | 0.500 | 0.500 | [-0.742, 1.742] | 1.000, 0.500, 0.000 |" in lines
+    # FedGD - FL per seed at step 0: 1, 2, 3 -> mean 2, std 1, half-width 2.48; at step 5: 0, 0, 1
+    assert "| FedGD - FL | 0 | 3 | 2.00 | 1.00 | [-0.48, 4.48] | 1.00, 2.00, 3.00 |" in lines
+    assert "| FedGD - FL | 5 | 3 | 0.33 | 0.58 | [-1.10, 1.77] | 0.00, 0.00, 1.00 |" in lines
+    assert "| FL | 0 | 1 | 60.00 | – | – | 60.00 |" in lines  # the other group: one seed, no interval
+    assert "- FedGD (seed 2): G1 72->86, G2 94->96" in lines
+    assert "No run of this group has both FedGD and FL." in lines
+
+    rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))
+    fl0 = next(r for r in rows if r["group"] == "fx, train.lr=0.001" and r["method"] == "FL" and r["step"] == "0")
+    assert fl0 | {"ci_low": "", "ci_high": ""} == {
+        "group": "fx, train.lr=0.001",
+        "kind": "accuracy",
+        "method": "FL",
+        "step": "0",
+        "unit": "seed",
+        "n": "3",
+        "mean": "70.0",
+        "std": "10.0",
+        "ci_low": "",
+        "ci_high": "",
+        "seeds": "0;1;2",
+        "values": "60.0;70.0;80.0",
+    }
+    assert (float(fl0["ci_low"]), float(fl0["ci_high"])) == pytest.approx((45.1583, 94.8417), abs=1e-4)  # 70 -/+ 24.842
+    kinds = [(r["kind"], r["method"], r["step"]) for r in rows if r["group"] == "fx, train.lr=0.001"]
+    assert ("ari", "FedGD", "") in kinds and ("paired_difference", "FedGD - FL", "5") in kinds
+    assert len(rows) == 4 + 1 + 2 + 2  # accuracy (2 methods x 2 steps), ARI, paired x 2 steps, other group's FL
+
+
+def test_summarize_errors(runs, capsys):
+    assert main(["summarize", str(runs / "nowhere")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert main(["summarize", str(runs / "sweep"), "--pair", "FedGD,CL"]) == 2
+    assert "no method CL" in capsys.readouterr().err
+    assert main(["summarize", str(runs / "sweep"), "--pair", "FedGD"]) == 2
+    assert "expected two different method names" in capsys.readouterr().err
+
+
+def test_a_fedgd_run_records_its_partition_ari(tmp_path, capsys):
+    out = tmp_path / "run"
+    fast = [
+        "federation.rounds=2",
+        "train.local_steps=1",
+        "personalization.steps=[0,1]",
+        "lora.cache_frozen_prefix=false",  # nothing encoded up front: 4x faster for so few steps
+        "data.group_sizes=[1,1,1,1]",
+        "algorithm.num_models=2",
+    ]
+    args = ["run", "configs/tiny.toml", "--out", str(out), "--set", "algorithm.methods=['FedGD']"]
+    assert main(args + [x for item in fast for x in ("--set", item)]) == 0
+    result = json.loads((out / "results.json").read_text())["methods"]["FedGD"]
+    frozen = next(a["assignment"] for a in result["assignments"] if a.get("frozen"))
+    truth = {f"c{k:03d}": f"G{k + 1}" for k in range(4)}  # one client per group
+    assert result["partition_ari"] == partition_ari([{"assignment": frozen, "frozen": True}], truth)
+    assert -1.0 <= result["partition_ari"] <= 1.0
+    capsys.readouterr()
+    assert main(["summarize", str(out)]) == 0
+    assert f"| FedGD |  | 1 | {result['partition_ari']:.3f} | – | – |" in capsys.readouterr().out
