@@ -130,6 +130,9 @@ def _add_summarize_parser(sub) -> None:
     )
     summarize.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
     summarize.add_argument("--csv", type=Path, default=None, help="write the numbers as CSV to this file")
+    summarize.add_argument(
+        "--plot", type=Path, default=None, help="draw accuracy vs steps, mean and 95%% CI band per method, to this PNG"
+    )
 
 
 def _add_stage2_parser(sub) -> None:
@@ -227,6 +230,10 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
         args.out.write_text(markdown, encoding="utf-8")
     if args.csv:
         args.csv.write_text(to_csv(rows), encoding="utf-8")
+    if args.plot:
+        from fedpref.experiments.plots import plot_seed_curves
+
+        plot_seed_curves(rows, args.plot)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> None:

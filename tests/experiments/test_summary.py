@@ -146,6 +146,28 @@ def test_summarize_markdown_and_csv(runs, capsys):
     assert len(rows) == 4 + 1 + 2 + 2  # accuracy (2 methods x 2 steps), ARI, paired x 2 steps, other group's FL
 
 
+def test_summarize_plot_draws_the_bands(runs, monkeypatch):
+    """One panel per configuration, a line per method, a band wherever there are two seeds or more."""
+    from fedpref.experiments import plots
+
+    panels = []
+    real = plots.plt.subplots
+
+    def spy(*args, **kwargs):
+        fig, axes = real(*args, **kwargs)
+        panels.extend(axes[0])
+        return fig, axes
+
+    monkeypatch.setattr(plots.plt, "subplots", spy)
+    png = runs / "curves.png"
+    assert main(["summarize", str(runs / "sweep"), str(runs / "other"), "--plot", str(png)]) == 0
+    assert png.stat().st_size > 0 and len(panels) == 2
+    sweep, other = sorted(panels, key=lambda ax: ax.get_title())  # "fx, train.lr=0.001" before "...=0.01"
+    assert [line.get_label() for line in sweep.get_lines()] == ["FL (n=3)", "FedGD (n=3)"]
+    assert list(sweep.get_lines()[0].get_ydata()) == pytest.approx([70.0, 85.0])
+    assert len(sweep.collections) == 2 and len(other.collections) == 0  # one seed: no interval, no band
+
+
 def test_summarize_errors(runs, capsys):
     assert main(["summarize", str(runs / "nowhere")]) == 2
     assert "no such folder" in capsys.readouterr().err

@@ -90,3 +90,34 @@ def plot_latents(methods: dict, path: Path) -> bool:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def plot_seed_curves(rows: list, path: Path) -> None:
+    """`fedpref summarize --plot`: accuracy vs local steps, a line per method (mean over seeds) with its 95%
+    t-interval as a band; one panel per configuration. `rows` are summary.Row of kind 'accuracy'."""
+    rows = [r for r in rows if r.kind == "accuracy"]
+    groups = list(dict.fromkeys(r.group for r in rows))
+    if not groups:
+        return
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.4), sharey=True, squeeze=False)
+    for ax, group in zip(axes[0], groups):
+        for method in dict.fromkeys(r.method for r in rows if r.group == group):
+            mine = sorted((r for r in rows if r.group == group and r.method == method), key=lambda r: r.step)
+            steps, means = [r.step for r in mine], [r.est.mean for r in mine]
+            (line,) = ax.plot(steps, means, marker="o", markersize=3, label=f"{method} (n={mine[0].est.n})")
+            if all(r.est.half_width is not None for r in mine):
+                lo = [r.est.mean - r.est.half_width for r in mine]
+                hi = [r.est.mean + r.est.half_width for r in mine]
+                ax.fill_between(steps, lo, hi, color=line.get_color(), alpha=0.15, linewidth=0)
+        ax.set_title(group, fontsize=9)
+        ax.set_xlabel("personalization steps")
+        ax.set_xticks(sorted({r.step for r in rows if r.group == group}))
+        ax.set_ylim(0, 102)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy (%)")
+    fig.suptitle("mean over seeds, band: 95% t-interval", fontsize=8)
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
