@@ -43,15 +43,13 @@ def run_experiment(
         results["data"] = data_summary(cfg, setup)
         progress.update(task, total=1, completed=1)
         report = _reporter(progress)
-        for name in cfg.algorithm.methods:
-            if name in results["methods"]:
-                continue  # finished before the interruption
-            if engine == "flower":  # the Flower Simulation Engine, without checkpoints (docs/flower.md)
-                from fedpref.engines.flower.run import run_flower_method
+        pending = [name for name in cfg.algorithm.methods if name not in results["methods"]]
+        if engine == "flower":  # the Flower Simulation Engine, without checkpoints (docs/flower.md)
+            from fedpref.engines.flower.run import run_flower_experiment
 
-                results["methods"][name], _ = run_flower_method(name, cfg, setup, report, log, run_dir / "models")
-                outputs.write_json(results, run_dir / "results.json")
-                continue
+            results["methods"] |= run_flower_experiment(pending, cfg, setup, report, log, run_dir / "models")
+            pending = []
+        for name in pending:
             current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == name else None
             results["methods"][name] = run_checkpointed(name, cfg, setup, store, results, log, current, report, run_dir)
             store.save(checkpoint_payload(cfg, results, log.records, None))

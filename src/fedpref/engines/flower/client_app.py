@@ -88,23 +88,24 @@ def answer_task(msg: Message, node: Node, context: Context) -> Message:
     if task.client_id != node.client.client_id or m.message_type(task.action) != msg.metadata.message_type:
         raise ValueError(f"task {task.action} for {task.client_id} reached {node.client.client_id}")
     generator = task_generator(node.seed, key.method, key.round, key.stage, task.client_id, key.index)
-    restore_memory(node.client, context)
+    restore_memory(node.client, context, key.method)
     reply = handle_task(task, node.client, node.trainer, generator)
-    keep_memory(node.client, context)
+    keep_memory(node.client, context, key.method)
     return Message(m.reply_to_content(reply, key.index), reply_to=msg)
 
 
-def restore_memory(client: EncodedClient, context: Context) -> None:
+def restore_memory(client: EncodedClient, context: Context, method: str) -> None:
     """The client's private memory lives in the node's Context.state, which Flower keeps across messages
-    (a simulation worker may serve several partitions; a deployed node starts a fresh process per message)."""
+    (a simulation worker may serve several partitions; a deployed node starts a fresh process per message).
+    Each method has its own, as each in-process method run starts with empty memories."""
     if hasattr(client, "memory"):
-        record = context.state.config_records.get(m.MEMORY)
+        record = context.state.config_records.get(f"{m.MEMORY}.{method}")
         client.memory = m.record_to_memory(record) if record is not None else {}
 
 
-def keep_memory(client: EncodedClient, context: Context) -> None:
+def keep_memory(client: EncodedClient, context: Context, method: str) -> None:
     if getattr(client, "memory", None):
-        context.state[m.MEMORY] = m.memory_to_record(client.memory)
+        context.state[f"{m.MEMORY}.{method}"] = m.memory_to_record(client.memory)
 
 
 def answer_personalize(msg: Message, node: Node) -> Message:

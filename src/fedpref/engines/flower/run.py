@@ -1,4 +1,4 @@
-"""Run one method through Flower's Simulation Engine, returning what the in-process runner returns."""
+"""Run methods through Flower's Simulation Engine, returning what the in-process runner returns."""
 
 from __future__ import annotations
 
@@ -102,31 +102,45 @@ def run_flower_methods(
     return out
 
 
-def run_flower_method(
-    name: str,
+def run_flower_experiment(
+    names: list[str],
     cfg: ExperimentConfig,
     setup: Setup,
     progress: Progress | None = None,
     on_round: Callable[[dict], None] | None = None,
     models_dir: Path | None = None,
-) -> tuple[dict, list[dict]]:
-    """`fedpref run --engine flower`: a federated method through the Simulation Engine, then on this side
-    (which holds every client in a simulation) what the in-process runner adds: the saved initializations,
-    the diagnostics when enabled, and a latent selector's evaluation. CL and Multi-CL pool raw data, so they
-    stay in-process."""
+) -> dict[str, dict]:
+    """`fedpref run --engine flower`: every federated method of `names` in one simulation (one Ray start; each
+    node encodes its data once), then on this side (which holds every client in a simulation) what the
+    in-process runner adds: the saved initializations, the diagnostics when enabled, and a latent selector's
+    evaluation. CL and Multi-CL pool raw data, so they stay in-process. Returns method -> results.json entry,
+    in the order of `names`."""
     from fedpref.experiments import runner
 
-    if name in CENTRALIZED_METHODS:
-        result, log = runner.run_method(name, cfg, setup, progress, on_round, models_dir)
-        result["engine"] = "inprocess (centralized reference: pools raw data, not federated)"
-        return result, log
+    federated = [name for name in names if name not in CENTRALIZED_METHODS]
     final: dict[str, Algorithm] = {}
-    result, log = run_flower_simulation(cfg, name, progress, on_round, inspect=lambda a: final.update(algorithm=a))
-    inits = runner.initializations(final["algorithm"], setup)
+    outcome = run_flower_methods(cfg, federated, progress, on_round, inspect=final.__setitem__) if federated else {}
+    results = {}
+    for name in names:
+        if name in CENTRALIZED_METHODS:
+            result, _ = runner.run_method(name, cfg, setup, progress, on_round, models_dir)
+            result["engine"] = "inprocess (centralized reference: pools raw data, not federated)"
+        else:
+            result = outcome[name][0]
+            add_server_side_results(result, final[name], cfg, setup, models_dir)
+        results[name] = result
+    return results
+
+
+def add_server_side_results(
+    result: dict, algorithm: Algorithm, cfg: ExperimentConfig, setup: Setup, models_dir: Path | None
+) -> None:
+    from fedpref.experiments import runner
+
+    inits = runner.initializations(algorithm, setup)
     if models_dir is not None:
-        runner.save_initializations(inits, models_dir / f"{final['algorithm'].name}.pt")
+        runner.save_initializations(inits, models_dir / f"{algorithm.name}.pt")
     if cfg.diagnostics.enabled:
-        result["diagnostics"] = runner.run_diagnostics(name, inits, cfg, setup)
-    if hasattr(final["algorithm"], "evaluate"):  # a latent-conditioned selector: seen and unseen clients
-        result["selector"] = runner.evaluate_selector(final["algorithm"], setup)
-    return result, log
+        result["diagnostics"] = runner.run_diagnostics(algorithm.name, inits, cfg, setup)
+    if hasattr(algorithm, "evaluate"):  # a latent-conditioned selector: seen and unseen clients
+        result["selector"] = runner.evaluate_selector(algorithm, setup)
