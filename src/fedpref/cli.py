@@ -197,7 +197,7 @@ def cmd_data(args: argparse.Namespace, console: Console) -> None:
 
 def _print_workers(console: Console, path: str) -> None:
     """TL;DR comparisons per worker per split, before the worker filter."""
-    from fedpref.data.real import worker_counts
+    from fedpref.data.tldr import worker_counts
 
     counts = worker_counts(path)
     names = sorted({split for c in counts.values() for split in c})

@@ -9,16 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from fedpref.data.real import (
-    HH_HUB_ID,
-    TLDR_HUB_ID,
-    load_hh_rlhf,
-    load_pairwise_jsonl,
-    load_tldr,
-    partition_hh,
-    split_hh,
-    worker_counts,
-)
+from fedpref.data.hh import HH_HUB_ID, load_hh_rlhf, split_hh
+from fedpref.data.hh_partition import partition_hh
+from fedpref.data.pairwise import load_pairwise_jsonl
+from fedpref.data.tldr import TLDR_HUB_ID, load_tldr, worker_counts
 from fedpref.errors import ConfigError, DataError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -11,10 +11,13 @@ from torch import nn
 from fedpref.algorithms.base import ClientInfo
 from fedpref.client.worker import EncodedClient
 from fedpref.config import MULTI_MODEL_METHODS, ExperimentConfig
+from fedpref.data.hh import load_hh_rlhf
+from fedpref.data.hh_partition import partition_hh
 from fedpref.data.pairs import PreferencePair, read_jsonl
-from fedpref.data.real import load_hh_rlhf, load_pairwise_jsonl, load_tldr, partition_hh
+from fedpref.data.pairwise import load_pairwise_jsonl
 from fedpref.data.splits import ClientSplits, split_clients
 from fedpref.data.synthetic import generate_synthetic_with_axes
+from fedpref.data.tldr import load_tldr
 from fedpref.errors import ConfigError
 from fedpref.experiments.client_store import OnDemandClients
 from fedpref.models.adapters import State, trainable_state
