@@ -109,6 +109,11 @@ class DataConfig:
         "explicit two-type conflict.",
         factory=lambda: list(SYNTHETIC_AXES),
     )
+    label_noise: float = _help(
+        "Synthetic: fraction of each client's pairs (train, val and test alike) whose chosen and rejected are "
+        "swapped; exactly round(label_noise x pairs) per client, chosen by a generator seeded from (seed, client).",
+        0.0,
+    )
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
     test_pairs: int = _help("Test pairs per client (paper: 50).", 50)
     max_length: int = _help("Tokens per encoded sequence; longer inputs are truncated.", 128)
@@ -361,6 +366,7 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
         "must be four non-negative client counts, not all zero",
     )
     need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
+    need(0.0 <= c.data.label_noise <= 0.5, "data.label_noise", "must be in [0, 0.5]")
     axes = c.data.synthetic_axes
     need(
         bool(axes) and set(axes) <= set(SYNTHETIC_AXES) and len(set(axes)) == len(axes),

@@ -15,6 +15,7 @@ from fedpref.data.synthetic import (
     PROMPT_CAPACITY,
     _prompt,
     client_id,
+    flip_labels,
     generate_synthetic,
     generate_synthetic_with_axes,
     label_for_group,
@@ -193,3 +194,32 @@ def test_bad_arguments_raise_config_error(group_sizes, pairs_per_axis, message):
 def test_unknown_group_raises_config_error(items):
     with pytest.raises(ConfigError, match="G5"):
         label_for_group(items[0], "G5")
+
+
+def _toy_pairs(clients: dict[str, int]) -> list[PreferencePair]:
+    return [
+        PreferencePair(f"p{c}{i}", f"good{c}{i}", f"bad{c}{i}", c, "G1") for c, n in clients.items() for i in range(n)
+    ]
+
+
+def test_flip_labels_swaps_exactly_round_fraction_per_client():
+    pairs = _toy_pairs({"a": 8, "b": 8, "c": 6})
+    noisy = flip_labels(pairs, 0.25, seed=3)
+    assert [(p.prompt, p.client, p.group) for p in noisy] == [(p.prompt, p.client, p.group) for p in pairs]
+    flipped = Counter(p.client for p in noisy if p.chosen.startswith("bad"))
+    assert flipped == {"a": 2, "b": 2, "c": 2}  # round(0.25 * 8) = 2, round(0.25 * 6) = round(1.5) = 2
+    for old, new in zip(pairs, noisy, strict=True):
+        assert (new.chosen, new.rejected) in {(old.chosen, old.rejected), (old.rejected, old.chosen)}
+    assert flip_labels(pairs, 0.25, seed=3) == noisy  # seeded
+    assert flip_labels(pairs, 0.0, seed=3) == pairs
+    with pytest.raises(ConfigError):
+        flip_labels(pairs, 1.5, seed=3)
+
+
+def test_label_noise_zero_leaves_the_benchmark_identical_and_noise_flips_per_client():
+    clean = generate_synthetic_with_axes([1, 1, 1, 1], 10, seed=5)
+    assert generate_synthetic_with_axes([1, 1, 1, 1], 10, seed=5, label_noise=0.0) == clean
+    noisy = generate_synthetic_with_axes([1, 1, 1, 1], 10, seed=5, label_noise=0.1)
+    assert [axis for _, axis in noisy] == [axis for _, axis in clean]
+    swapped = Counter(a.client for (a, _), (b, _) in zip(clean, noisy, strict=True) if a != b)
+    assert swapped == {client_id(k): 2 for k in range(4)}  # round(0.1 * 20) per client

@@ -1114,12 +1114,14 @@ def _check_sizes(group_sizes: Sequence[int], pairs_per_axis: int) -> None:
 
 
 def generate_synthetic_with_axes(
-    group_sizes: Sequence[int], pairs_per_axis: int, seed: int
+    group_sizes: Sequence[int], pairs_per_axis: int, seed: int, label_noise: float = 0.0
 ) -> list[tuple[PreferencePair, str]]:
     """All clients' (pair, axis) tuples, clients ordered by group; deterministic per arguments.
 
     Client k gets items k*2P .. (k+1)*2P - 1 of `make_items` (P = pairs_per_axis), alternating axes,
     so each client has P "level" and P "humor" pairs; no prompt appears twice in the benchmark.
+    `label_noise` > 0 swaps chosen and rejected of exactly round(label_noise * 2P) pairs per client
+    (`flip_labels`); 0 leaves the benchmark unchanged.
     """
     _check_sizes(group_sizes, pairs_per_axis)
     per_client = len(AXES) * pairs_per_axis
@@ -1130,7 +1132,34 @@ def generate_synthetic_with_axes(
         for item in items[k * per_client : (k + 1) * per_client]:
             chosen, rejected = label_for_group(item, group)
             out.append((PreferencePair(item.prompt, chosen, rejected, client_id(k), group), item.axis))
+    if label_noise:
+        noisy = flip_labels([pair for pair, _ in out], label_noise, seed)
+        out = [(pair, axis) for pair, (_, axis) in zip(noisy, out, strict=True)]
     return out
+
+
+def flip_labels(pairs: Sequence[PreferencePair], fraction: float, seed: int) -> list[PreferencePair]:
+    """`pairs` with exactly round(fraction * n_c) of each client's n_c pairs swapped (chosen <-> rejected).
+
+    Which pairs flip is drawn per client by a generator seeded from (seed, client), independently of the
+    other clients; pairs keep their order. fraction 0 returns the pairs unchanged. Applied before the
+    train/val/test split, so every split carries about the same fraction of noisy labels.
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"label noise must be in [0, 1], got {fraction}")
+    if fraction == 0.0:
+        return list(pairs)
+    positions: dict[str, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        positions.setdefault(pair.client, []).append(i)
+    flipped: set[int] = set()
+    for client, idx in positions.items():
+        rng = random.Random(f"label-noise/{seed}/{client}")
+        flipped.update(rng.sample(idx, round(fraction * len(idx))))
+    return [
+        PreferencePair(p.prompt, p.rejected, p.chosen, p.client, p.group) if i in flipped else p
+        for i, p in enumerate(pairs)
+    ]
 
 
 def generate_synthetic(group_sizes: Sequence[int], pairs_per_axis: int, seed: int) -> list[PreferencePair]:

@@ -47,7 +47,9 @@ def load_pairs(cfg: ExperimentConfig) -> list[PreferencePair]:
 
 
 def _synthetic(cfg: ExperimentConfig) -> list[PreferencePair]:
-    pairs = generate_synthetic_with_axes(cfg.data.group_sizes, cfg.data.pairs_per_axis, cfg.seed)
+    pairs = generate_synthetic_with_axes(
+        cfg.data.group_sizes, cfg.data.pairs_per_axis, cfg.seed, label_noise=cfg.data.label_noise
+    )
     return [pair for pair, axis in pairs if axis in cfg.data.synthetic_axes]
 
 
