@@ -16,10 +16,12 @@ run: $(STAMP)
 	$(BIN)/fedpref run configs/quick.toml --out runs/quick --overwrite
 
 test: $(STAMP)
+	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
+	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 
 clean-venv:
 	rm -rf $(VENV)

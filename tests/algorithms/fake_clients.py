@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fedpref.algorithms.base import EVALUATE, TRAIN, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.models.adapters import State
+from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
 
 
 def state(*x: float) -> State:

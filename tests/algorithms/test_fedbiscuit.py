@@ -5,8 +5,8 @@ import pytest
 from fake_clients import FakeClients, infos, run_with_restart, state, value
 from tiny_runs import tiny
 
-from fedpref.algorithms.base import EVALUATE, TRAIN
 from fedpref.algorithms.fedbiscuit import FedBiscuit, balance_clusters, balancing_moves, residual_average
+from fedpref.protocol import EVALUATE, TRAIN
 
 SIZES = {"a": 10, "b": 30, "c": 20, "d": 40}
 

@@ -9,10 +9,10 @@ from fake_clients import FakeClients, infos, run_with_restart, state, value
 from sklearn.metrics import adjusted_rand_score
 from tiny_runs import tiny
 
-from fedpref.algorithms.base import EVALUATE, TRAIN
 from fedpref.algorithms.fedgd import FedGD, compact_labels, cumulative_average
 from fedpref.config import load_config
 from fedpref.errors import ConfigError
+from fedpref.protocol import EVALUATE, TRAIN
 
 
 def fedgd(sizes, rounds=10, k=2, per_round=None, every=100, mixing=0.6, start="fresh", seed=0, init=0.0):

@@ -7,9 +7,7 @@ import math
 import pytest
 import torch
 
-from fedpref.algorithms.base import TRAIN_VARIATIONAL, ClientInfo, Reply, Task
 from fedpref.algorithms.fedvpa import VARIANTS, FedVPA, Settings
-from fedpref.algorithms.variational_math import init_prototypes
 from fedpref.client.trainer import LocalTrainer, OptimConfig
 from fedpref.client.variational import GUMBEL_KEY
 from fedpref.client.worker import EncodedClient, handle_task
@@ -22,6 +20,8 @@ from fedpref.experiments.methods import BUILDERS
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
 from fedpref.models.variational import VariationalSpec
+from fedpref.models.variational_math import init_prototypes
+from fedpref.protocol import TRAIN_VARIATIONAL, ClientInfo, Reply, Task
 
 D = 4
 SPEC = VariationalSpec(latent_dim=D, feature_dim=8)

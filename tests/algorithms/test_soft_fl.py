@@ -8,11 +8,11 @@ import torch
 from fake_clients import FakeClients, infos, run_with_restart, state, value
 from tiny_runs import tiny
 
-from fedpref.algorithms.base import EVALUATE, TRAIN
 from fedpref.algorithms.soft_fl import SoftFL, fuse, orthogonal_adapter_inits, soft_weights
 from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
+from fedpref.protocol import EVALUATE, TRAIN
 
 
 def soft(sizes, rounds=3, k=2, per_round=None, every=2, models=(0.0, 10.0)):

@@ -2,13 +2,13 @@
 
 import torch
 
-from fedpref.algorithms.base import EVALUATE, TRAIN, Task
 from fedpref.client.trainer import LocalTrainer, OptimConfig
 from fedpref.client.worker import EncodedClient, handle_task, task_generator
 from fedpref.config import ExperimentConfig
 from fedpref.data.pairs import PreferencePair
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
+from fedpref.protocol import EVALUATE, TRAIN, Task
 
 SECRET = "my private preference text"
 

@@ -11,8 +11,8 @@ from flwr.app import RecordDict  # noqa: E402
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects  # noqa: E402
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents  # noqa: E402
 
-from fedpref.algorithms.base import EVALUATE, TRAIN, ClientInfo, Reply, Task  # noqa: E402
 from fedpref.engines.flower import messages as m  # noqa: E402
+from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task  # noqa: E402
 
 
 def wire(content: RecordDict) -> RecordDict:

@@ -9,10 +9,10 @@ pytest.importorskip("flwr")
 
 from flwr.app import Error, Message  # noqa: E402
 
-from fedpref.algorithms.base import ClientInfo, Reply  # noqa: E402
 from fedpref.algorithms.fedavg import FedAvg  # noqa: E402
 from fedpref.engines.flower import messages as m  # noqa: E402
 from fedpref.engines.flower import server_app  # noqa: E402
+from fedpref.protocol import ClientInfo, Reply  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

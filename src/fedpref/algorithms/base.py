@@ -15,46 +15,7 @@ they start from a model chosen on their own validation data without any update.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from fedpref.models.adapters import State
-
-TRAIN = "train"
-EVALUATE = "evaluate"
-TRAIN_VARIATIONAL = "train_variational"  # FedVPA-GP / FedVPL local step (fedpref.client.variational)
-
-
-@dataclass(frozen=True)
-class ClientInfo:
-    """What the server may know of a client: never its data, only its size (and the oracle group)."""
-
-    client_id: str
-    num_train: int
-    true_group: str | None = None
-
-
-@dataclass
-class Task:
-    """A request to one client: train `models[0]` for `steps`, or evaluate each of `models` on validation."""
-
-    client_id: str
-    action: str
-    models: list[State]
-    steps: int = 0
-    tag: Any = None  # the algorithm's own bookkeeping, returned unchanged in the reply
-    payload: dict = field(default_factory=dict)  # small extra inputs (floats, lists, tensors), e.g. a latent prior
-
-
-@dataclass
-class Reply:
-    """A client's answer: a trained state (train) or validation losses per model (evaluate)."""
-
-    client_id: str
-    num_examples: int
-    state: State | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    tag: Any = None
+from fedpref.protocol import ClientInfo, Reply, State, Task
 
 
 class Algorithm:

@@ -13,8 +13,9 @@ each), which is what FL spends per round on one group's clients on average.
 from __future__ import annotations
 
 from fedpref.algorithms.aggregation import copy_state
-from fedpref.algorithms.base import TRAIN, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.models.adapters import State
+from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
 POOL_PREFIX = "pool:"
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from fedpref.algorithms.aggregation import copy_state, weighted_average
-from fedpref.algorithms.base import TRAIN, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.sampling import uniform_sample
 from fedpref.models.adapters import State
+from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
 
 class FedAvg(Algorithm):

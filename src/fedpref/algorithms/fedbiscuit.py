@@ -7,10 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedpref.algorithms.aggregation import copy_state, uniform_average, weighted_average
-from fedpref.algorithms.base import EVALUATE, TRAIN, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.records import log_round
 from fedpref.algorithms.sampling import uniform_sample
 from fedpref.models.adapters import State
+from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
 
 Move = tuple[int, int, int]  # (client index, from cluster, to cluster)
 

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedpref.algorithms.aggregation import copy_state, hierarchical_average, mix, uniform_average, weighted_average
-from fedpref.algorithms.base import EVALUATE, TRAIN, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.records import log_round
 from fedpref.algorithms.sampling import group_debiased_sample
 from fedpref.config import PHASE2_STARTS
 from fedpref.models.adapters import State
+from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
 
 
 def lowest_loss_assignment(replies: Sequence[Reply]) -> dict[str, int]:

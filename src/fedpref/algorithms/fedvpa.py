@@ -11,11 +11,12 @@ import torch
 from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, uniform_average
-from fedpref.algorithms.base import TRAIN_VARIATIONAL, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.sampling import uniform_sample
-from fedpref.algorithms.variational_math import balanced_kmeans, match_clusters
 from fedpref.models.adapters import State
 from fedpref.models.variational import BASE_PREFIX, VariationalSpec, variational_model
+from fedpref.models.variational_math import balanced_kmeans, match_clusters
+from fedpref.protocol import TRAIN_VARIATIONAL, ClientInfo, Reply, Task
 
 log = logging.getLogger(__name__)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fedpref.algorithms.base import ClientInfo
 from fedpref.algorithms.fedavg import FedAvg
 from fedpref.algorithms.sampling import group_debiased_sample
 from fedpref.models.adapters import State
+from fedpref.protocol import ClientInfo
 
 
 class FLTarget(FedAvg):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from fedpref.algorithms.base import Algorithm, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.models.adapters import State
+from fedpref.protocol import Reply, Task
 
 
 class Local(Algorithm):

@@ -11,10 +11,11 @@ import torch
 from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, weighted_average
-from fedpref.algorithms.base import EVALUATE, TRAIN, Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.records import log_round
 from fedpref.algorithms.sampling import uniform_sample
 from fedpref.models.adapters import State
+from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
 
 # LoRA down-projection keys (linear and embedding modules) -> (module name, up-projection key)
 _LORA_A = re.compile(r"^(?P<module>.+)\.lora_(?P<kind>embedding_)?A\.(?P<adapter>[^.]+)(?P<suffix>\.weight)?$")

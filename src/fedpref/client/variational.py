@@ -10,15 +10,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedpref.algorithms.base import Reply, Task
-from fedpref.algorithms.variational_math import (
-    gumbel_softmax_log_weights,
-    kl_mixture_mc,
-    kl_standard_normal,
-    latent_separation,
-    mean_spread,
-    orthogonal_loss,
-)
 from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig, seed_global_rng
 from fedpref.models.adapters import State, load_trainable_state, trainable_state
 from fedpref.models.encoded import EncodedPairs
@@ -29,6 +20,15 @@ from fedpref.models.variational import (
     position_flags,
     variational_model,
 )
+from fedpref.models.variational_math import (
+    gumbel_softmax_log_weights,
+    kl_mixture_mc,
+    kl_standard_normal,
+    latent_separation,
+    mean_spread,
+    orthogonal_loss,
+)
+from fedpref.protocol import Reply, Task
 
 log = logging.getLogger(__name__)
 GUMBEL_KEY = "gumbel_logits"  # client.memory[GUMBEL_KEY]: {peer client id: log pi_j}, never sent

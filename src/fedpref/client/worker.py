@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fedpref.algorithms.base import EVALUATE, TRAIN, TRAIN_VARIATIONAL, Reply, Task
 from fedpref.client.trainer import LocalTrainer
 from fedpref.client.variational import train_variational
 from fedpref.models.encoded import EncodedPairs
+from fedpref.protocol import EVALUATE, TRAIN, TRAIN_VARIATIONAL, Reply, Task
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from fedpref.algorithms.base import Reply
 from fedpref.errors import FedprefError
+from fedpref.protocol import Reply
 
 
 class NonFiniteModelError(FedprefError):

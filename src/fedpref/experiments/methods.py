@@ -8,7 +8,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from fedpref.algorithms.base import Algorithm, ClientInfo
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.centralized import CL, MultiCL
 from fedpref.algorithms.fedavg import FedAvg
 from fedpref.algorithms.fedbiscuit import FedBiscuit
@@ -20,6 +20,7 @@ from fedpref.algorithms.soft_fl import SoftFL, orthogonal_adapter_inits
 from fedpref.config import ExperimentConfig
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import State
+from fedpref.protocol import ClientInfo
 
 # (config, client infos, initial adapter state, the reward model) -> algorithm; the model is for
 # methods whose initialization depends on the backbone (Soft-FL's orthogonal adapters).

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from fedpref.algorithms.base import Algorithm, ClientInfo
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.centralized import Centralized
 from fedpref.client.personalize import personalize
 from fedpref.client.trainer import LocalTrainer, OptimConfig
@@ -19,6 +19,7 @@ from fedpref.engines.inprocess import run_rounds
 from fedpref.experiments.methods import build_algorithm
 from fedpref.experiments.setup import Setup
 from fedpref.models.adapters import State
+from fedpref.protocol import ClientInfo
 
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 

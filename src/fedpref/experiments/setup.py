@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from torch import nn
 
-from fedpref.algorithms.base import ClientInfo
 from fedpref.client.worker import EncodedClient
 from fedpref.config import MULTI_MODEL_METHODS, ExperimentConfig
 from fedpref.data.hh import load_hh_rlhf
@@ -22,6 +21,7 @@ from fedpref.errors import ConfigError
 from fedpref.experiments.client_store import OnDemandClients
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.factory import build_reward_model
+from fedpref.protocol import ClientInfo
 
 
 @dataclass

@@ -9,8 +9,7 @@ from torch import nn
 
 from fedpref.config import LoraConfig
 from fedpref.errors import ConfigError
-
-State = dict[str, torch.Tensor]
+from fedpref.protocol import State
 
 # Attention and MLP projections, as in the papers (q, k, v, o, gate, up).
 DEFAULT_TARGETS = {

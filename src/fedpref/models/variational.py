@@ -9,12 +9,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fedpref.algorithms.variational_math import cap_logvar, init_prototypes, reparameterize
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.encoded import EncodedPairs
 from fedpref.models.scalar_reward import ScalarRewardModel
 from fedpref.models.selector_reward import SelectorRewardModel
+from fedpref.models.variational_math import cap_logvar, init_prototypes, reparameterize
 
 CONDITIONINGS = ("projected", "additive")
 CONTEXTS = ("other_half", "pair")

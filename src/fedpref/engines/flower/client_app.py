@@ -9,7 +9,6 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 from torch import nn
 
-from fedpref.algorithms.base import ClientInfo
 from fedpref.client.personalize import personalize
 from fedpref.client.trainer import LocalTrainer
 from fedpref.client.worker import EncodedClient, handle_task, task_generator
@@ -20,6 +19,7 @@ from fedpref.engines.flower.appconfig import experiment_config
 from fedpref.experiments.runner import optim_configs
 from fedpref.experiments.setup import load_pairs, pick_unseen
 from fedpref.models.factory import build_reward_model
+from fedpref.protocol import ClientInfo
 
 ConfigSource = Callable[[Context], ExperimentConfig]
 

@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
-from fedpref.algorithms.base import EVALUATE, ClientInfo, Reply, Task
 from fedpref.models.adapters import State
+from fedpref.protocol import EVALUATE, ClientInfo, Reply, Task
 
 TASK, REPLY, METRICS, STATE, MODEL = "fedpref.task", "fedpref.reply", "fedpref.metrics", "fedpref.state", "model."
 PAYLOAD, MEMORY = "fedpref.payload", "fedpref.memory"

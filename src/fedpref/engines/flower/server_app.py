@@ -12,7 +12,7 @@ from pathlib import Path
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
-from fedpref.algorithms.base import Algorithm, ClientInfo, Reply, Task
+from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.centralized import Centralized
 from fedpref.config import ExperimentConfig
 from fedpref.engines.flower import messages as m
@@ -24,6 +24,7 @@ from fedpref.experiments.methods import build_algorithm
 from fedpref.experiments.runner import add_partition_ari, summarize_curves
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
+from fedpref.protocol import ClientInfo, Reply, Task
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
 POLL_S = 0.1

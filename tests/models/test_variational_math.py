@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedpref.algorithms.variational_math import (
+from fedpref.models.variational_math import (
     balanced_kmeans,
     cap_logvar,
     gaussian_log_prob,

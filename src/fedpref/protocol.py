@@ -1,0 +1,51 @@
+"""What a client and the server exchange: the task and reply types, the action names, client facts.
+
+Both sides import it and nothing else of each other: a server algorithm hands out `Task`s and aggregates
+`Reply`s; a client carries out a task on its own data. Only adapter/head weights (`State`) and small
+statistics travel, never preference data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+State = dict[str, torch.Tensor]  # adapter and head weights by parameter name
+
+TRAIN = "train"
+EVALUATE = "evaluate"
+TRAIN_VARIATIONAL = "train_variational"  # FedVPA-GP / FedVPL local step (fedpref.client.variational)
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """What the server may know of a client: never its data, only its size (and the oracle group)."""
+
+    client_id: str
+    num_train: int
+    true_group: str | None = None
+
+
+@dataclass
+class Task:
+    """A request to one client: train `models[0]` for `steps`, or evaluate each of `models` on validation."""
+
+    client_id: str
+    action: str
+    models: list[State]
+    steps: int = 0
+    tag: Any = None  # the algorithm's own bookkeeping, returned unchanged in the reply
+    payload: dict = field(default_factory=dict)  # small extra inputs (floats, lists, tensors), e.g. a latent prior
+
+
+@dataclass
+class Reply:
+    """A client's answer: a trained state (train) or validation losses per model (evaluate)."""
+
+    client_id: str
+    num_examples: int
+    state: State | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    tag: Any = None
