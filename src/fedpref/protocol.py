@@ -16,6 +16,7 @@ State = dict[str, torch.Tensor]  # adapter and head weights by parameter name
 
 TRAIN = "train"
 EVALUATE = "evaluate"
+EVALUATE_SELECTOR = "evaluate_selector"  # a latent-conditioned selector's test accuracy, z from the client's own pairs
 TRAIN_VARIATIONAL = "train_variational"  # FedVPA-GP / FedVPL local step (fedpref.client.variational)
 
 

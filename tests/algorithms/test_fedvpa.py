@@ -21,7 +21,7 @@ from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
 from fedpref.models.variational import VariationalSpec
 from fedpref.models.variational_math import init_prototypes
-from fedpref.protocol import TRAIN_VARIATIONAL, ClientInfo, Reply, Task
+from fedpref.protocol import EVALUATE_SELECTOR, TRAIN_VARIATIONAL, ClientInfo, Reply, Task
 
 D = 4
 SPEC = VariationalSpec(latent_dim=D, feature_dim=8)
@@ -179,7 +179,13 @@ def test_two_round_smoke_run_of_fedvpa_gp(world):
     assert records[0]["prior_components"] == 0 and records[1]["prior_components"] == 2
     assert records[1]["prototype_index"] and all(r["train_loss"] is not None for r in records)
     assert len(algo.latent_trace) == 2
-    result = algo.evaluate(model, clients)
+    tasks = algo.selector_tasks(list(clients))
+    assert {t.action for t in tasks} == {EVALUATE_SELECTOR} and all(t.steps == 0 for t in tasks)
+    before = {k: v.clone() for k, v in algo.global_state.items()}
+    replies = [handle_task(t, clients[t.client_id], trainer, torch.Generator()) for t in tasks]
+    assert all(r.state is None for r in replies)  # an evaluation: nothing but metrics travels back
+    assert all(torch.equal(before[k], v) for k, v in algo.global_state.items())
+    result = algo.summarize_selector(replies)
     assert set(result["by_group"]) == {"G1", "G2"}
     assert 0.0 <= result["acc_mean"] <= 100.0
     assert result["separation"]["silhouette"] is not None

@@ -16,7 +16,7 @@ from fedpref.algorithms.sampling import uniform_sample
 from fedpref.models.adapters import State
 from fedpref.models.variational import BASE_PREFIX, VariationalSpec, variational_model
 from fedpref.models.variational_math import balanced_kmeans, match_clusters
-from fedpref.protocol import TRAIN_VARIATIONAL, ClientInfo, Reply, Task
+from fedpref.protocol import EVALUATE_SELECTOR, TRAIN_VARIATIONAL, ClientInfo, Reply, Task
 
 log = logging.getLogger(__name__)
 
@@ -179,20 +179,23 @@ class FedVPA(Algorithm):
     def initialization(self, client_id: str) -> State:
         """The reward-model part (LoRA, plus the scalar head on encoders) of the shared state, for personalization.
 
-        The latent-conditioned selector itself is evaluated by `fedpref.client.variational.evaluate_variational`.
+        The latent-conditioned selector itself is evaluated by the clients (`selector_tasks`).
         """
         return {k[len(BASE_PREFIX) :]: v for k, v in self.global_state.items() if k.startswith(BASE_PREFIX)}
 
-    def evaluate(self, reward_model: nn.Module, clients: dict, chunk: int = 64) -> dict:
-        """`evaluate_variational` of the current shared state on `clients` (seen or held out alike).
+    def selector_tasks(self, client_ids: list[str], chunk: int = 64) -> list[Task]:
+        """The selector's evaluation (Tables 1-2), as tasks: each client infers z from its own training pairs
+        under the shared state and reports its test accuracy, with no update (seen and unseen clients alike).
+        The per-round latent means of the participants are in `self.latent_trace`."""
+        payload = {"spec": self.spec.to_payload(), "chunk": chunk}
+        return [Task(c, EVALUATE_SELECTOR, [self.global_state], payload=payload) for c in client_ids]
 
-        The runner calls it after the global phase (`experiments.runner.evaluate_selector`); the per-round
-        latent means of the participants are in `self.latent_trace`.
-        """
-        from fedpref.client.variational import evaluate_variational
+    @staticmethod
+    def summarize_selector(replies: list[Reply]) -> dict:
+        """Means over clients and per type, latent separation and collapse indicators of the replies."""
+        from fedpref.client.variational import summarize
 
-        model = variational_model(reward_model, self.spec)
-        return evaluate_variational(model, clients, self.global_state, chunk)
+        return summarize({r.client_id: r.metrics for r in replies})
 
 
 def spec_from_config(cfg) -> VariationalSpec:

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig, seed_global_rng
-from fedpref.models.adapters import State, load_trainable_state, trainable_state
+from fedpref.models.adapters import load_trainable_state, trainable_state
 from fedpref.models.encoded import EncodedPairs
 from fedpref.models.variational import (
     TrainOutputs,
@@ -190,15 +190,16 @@ def evaluate_client(model: VariationalSelector, client, chunk: int = 64) -> dict
     return {**result, "group": client.group, "kl_standard": kl, "latent_mean": z.cpu().tolist()}
 
 
-def evaluate_variational(model: VariationalSelector, clients: dict, state: State, chunk: int = 64) -> dict:
-    """Per-client and per-type accuracy, latent separation and collapse indicators under shared `state`.
+def evaluate_selector(task: Task, client, trainer: LocalTrainer) -> Reply:
+    """An EVALUATE_SELECTOR task: `evaluate_client` under the shared state `task.models[0]`, no update.
 
-    No parameter is updated: clients held out of training (the paper's unseen clients) are evaluated the
-    same way. `model` is `variational_model(reward_model, spec)`; `state` the server's shared state.
+    `task.payload`: "spec" (VariationalSpec fields) and "chunk" (pairs per forward pass). Held-out clients
+    (the paper's unseen clients) are evaluated the same way.
     """
-    load_trainable_state(model, state)
-    per_client = {cid: evaluate_client(model, c, chunk) for cid, c in clients.items()}
-    return summarize(per_client)
+    model = variational_model(trainer.model, VariationalSpec(**task.payload["spec"]))
+    load_trainable_state(model, task.models[0])
+    metrics = evaluate_client(model, client, task.payload.get("chunk", 64))
+    return Reply(client.client_id, len(client.train), metrics=metrics, tag=task.tag)
 
 
 def summarize(per_client: dict[str, dict]) -> dict:

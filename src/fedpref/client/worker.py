@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import torch
 
 from fedpref.client.trainer import LocalTrainer
-from fedpref.client.variational import train_variational
+from fedpref.client.variational import evaluate_selector, train_variational
 from fedpref.models.encoded import EncodedPairs
-from fedpref.protocol import EVALUATE, TRAIN, TRAIN_VARIATIONAL, Reply, Task
+from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, TRAIN, TRAIN_VARIATIONAL, Reply, Task
 
 
 @dataclass
@@ -44,6 +44,8 @@ def handle_task(task: Task, client: EncodedClient, trainer: LocalTrainer, genera
         return Reply(client.client_id, len(client.train), metrics=metrics, tag=task.tag)
     if task.action == TRAIN_VARIATIONAL:
         return train_variational(task, client, trainer, generator)
+    if task.action == EVALUATE_SELECTOR:
+        return evaluate_selector(task, client, trainer)
     raise ValueError(f"unknown task action {task.action!r}")
 
 

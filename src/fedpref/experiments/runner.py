@@ -13,7 +13,7 @@ from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.centralized import Centralized
 from fedpref.client.personalize import personalize
 from fedpref.client.trainer import LocalTrainer, OptimConfig
-from fedpref.client.worker import EncodedClient, concat, task_generator
+from fedpref.client.worker import EncodedClient, concat, handle_task, task_generator
 from fedpref.config import ExperimentConfig
 from fedpref.engines.inprocess import run_rounds
 from fedpref.experiments.methods import build_algorithm
@@ -115,8 +115,8 @@ def finish_method(
         "assignments": [h for h in algorithm.history if "assignment" in h],
     }
     add_partition_ari(result, setup.infos)
-    if hasattr(algorithm, "evaluate"):
-        result["selector"] = evaluate_selector(algorithm, setup)
+    if hasattr(algorithm, "selector_tasks"):
+        result["selector"] = evaluate_selector(algorithm, cfg, setup)
     return result
 
 
@@ -130,17 +130,25 @@ def add_partition_ari(result: dict, infos: list[ClientInfo]) -> None:
         result["partition_ari"] = ari
 
 
-def evaluate_selector(algorithm, setup: Setup) -> dict:
+def evaluate_selector(algorithm, cfg: ExperimentConfig, setup: Setup) -> dict:
     """A latent-conditioned method's own evaluation (FedVPA-GP paper, Tables 1-2): seen and unseen clients.
 
     Each client's z comes from its own training pairs, with no parameter update, so held-out clients are
     evaluated exactly like the others.
     """
-    out = {"seen": algorithm.evaluate(setup.model, setup.seen_clients())}
+    trainer = LocalTrainer(setup.model, optim_configs(cfg)[0])
+    out = {"seen": ask_selector(algorithm, setup.seen_clients(), trainer)}
     if setup.unseen:
-        out["unseen"] = algorithm.evaluate(setup.model, setup.unseen_clients())
+        out["unseen"] = ask_selector(algorithm, setup.unseen_clients(), trainer)
     out["latent_trace"] = algorithm.latent_trace
     return out
+
+
+def ask_selector(algorithm, clients: dict[str, EncodedClient], trainer: LocalTrainer) -> dict:
+    """Carry the selector's evaluation tasks to `clients` in this process and summarize the replies."""
+    tasks = algorithm.selector_tasks(list(clients))
+    replies = [handle_task(t, clients[t.client_id], trainer, torch.Generator()) for t in tasks]
+    return algorithm.summarize_selector(replies)
 
 
 def save_initializations(inits: dict[str, State], path: Path) -> None:

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedpref.client.trainer import LocalTrainer
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
 from fedpref.experiments.methods import build_algorithm
-from fedpref.experiments.runner import run_global
+from fedpref.experiments.runner import ask_selector, optim_configs, run_global
 from fedpref.experiments.setup import build_setup
 from fedpref.models.adapters import load_trainable_state
 from fedpref.models.variational import variational_model
@@ -79,7 +80,7 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
     setup = build_setup(ecfg)
     algorithm = build_algorithm(s.method, ecfg, setup.infos, setup.init_state, setup.model, setup.unseen)
     run_global(algorithm, ecfg, setup)
-    evaluation = algorithm.evaluate(setup.model, setup.clients)
+    evaluation = ask_selector(algorithm, dict(setup.clients), LocalTrainer(setup.model, optim_configs(ecfg)[0]))
     selector = variational_model(setup.model, algorithm.spec)
     load_trainable_state(selector, algorithm.global_state)
     latents = {}

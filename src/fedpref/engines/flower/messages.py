@@ -10,7 +10,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedpref.models.adapters import State
-from fedpref.protocol import EVALUATE, ClientInfo, Reply, Task
+from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, ClientInfo, Reply, Task
 
 TASK, REPLY, METRICS, STATE, MODEL = "fedpref.task", "fedpref.reply", "fedpref.metrics", "fedpref.state", "model."
 PAYLOAD, MEMORY = "fedpref.payload", "fedpref.memory"
@@ -55,7 +55,7 @@ def _is_number(value: Any) -> bool:
 
 def message_type(action: str) -> str:
     """The Flower message type of a task: "evaluate" for evaluation, "train" for every kind of training."""
-    return "evaluate" if action == EVALUATE else "train"
+    return "evaluate" if action in (EVALUATE, EVALUATE_SELECTOR) else "train"
 
 
 def _split_payload(payload: dict[str, Any]) -> tuple[ArrayRecord, str]:

@@ -142,5 +142,5 @@ def add_server_side_results(
         runner.save_initializations(inits, models_dir / f"{algorithm.name}.pt")
     if cfg.diagnostics.enabled:
         result["diagnostics"] = runner.run_diagnostics(algorithm.name, inits, cfg, setup)
-    if hasattr(algorithm, "evaluate"):  # a latent-conditioned selector: seen and unseen clients
-        result["selector"] = runner.evaluate_selector(algorithm, setup)
+    if hasattr(algorithm, "selector_tasks"):  # a latent-conditioned selector: seen and unseen clients
+        result["selector"] = runner.evaluate_selector(algorithm, cfg, setup)
