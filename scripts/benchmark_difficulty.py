@@ -2,11 +2,10 @@
 
 Loads a config exactly as an experiment does (`load_config`, `load_pairs`, `split_clients`, the unseen-client
 pick), so it sees the same clients and the same train/test splits, and encodes every (prompt, response) the way
-the scalar reward model does (`ScalarRewardModel._tokenize`: the tokenizer's sentence-pair call with
-truncation='longest_first' at `data.max_length`) with the config's frozen backbone (`load_backbone`, no LoRA).
-A pair's feature is x = f(chosen) - f(rejected), f = the mean-pooled last hidden state (what the reward head
-reads at step 0). A probe is an L2 logistic regression (sklearn, C = 1.0 fixed, no CV, no intercept) fitted on
-(x, 1) and (-x, 0) of the training pairs, so it is antisymmetric: it prefers the chosen response iff w.x > 0
+the scalar reward model does (`ScalarRewardModel.encode`, then `pooled`: the mean-pooled last hidden state
+the reward head reads; LoRA starts at zero, so this is the frozen backbone). A pair's feature is
+x = f(chosen) - f(rejected). A probe is an L2 logistic regression (sklearn, C = 1.0 fixed, no CV, no intercept)
+fitted on (x, 1) and (-x, 0) of the training pairs, so it is antisymmetric: it prefers the chosen response iff w.x > 0
 (a tie, w.x == 0, counts as half right). Frozen features are divided by their training standard deviation first.
 
 Columns, per test client (its test split):
@@ -77,34 +76,25 @@ def pair_texts(pair) -> list[tuple[str, str]]:
     return [(pair.prompt, pair.chosen), (pair.prompt, pair.rejected)]
 
 
-def encode_frozen(texts: list[tuple[str, str]], backbone, tokenizer, max_length: int, device: str, batch: int = 64):
-    """(N, H) mean-pooled last hidden states of (prompt, response) texts, with a progress line on stderr."""
+def encode_frozen(model, pairs: list, chunk: int = 64) -> np.ndarray:
+    """(2N, H) what the untrained reward model's head reads for each pair's chosen and rejected response
+    (`ScalarRewardModel.encode` and `pooled`; LoRA starts at zero, so this is the frozen encoder), with a
+    progress line on stderr."""
     import torch
 
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i][0]) + len(texts[i][1]))
-    out = np.zeros((len(texts), backbone.config.hidden_size), dtype=np.float64)
-    start, done = time.monotonic(), 0
+    seqs = model.encode(pairs).seqs
+    model.eval()  # no dropout: the features a trained head would be evaluated on
+    out, start = [], time.monotonic()
     with torch.inference_mode():
-        for b in range(0, len(order), batch):
-            idx = order[b : b + batch]
-            enc = tokenizer(
-                [texts[i][0] for i in idx],
-                [texts[i][1] for i in idx],
-                truncation="longest_first",
-                max_length=max_length,
-                padding=True,
-                return_tensors="pt",
-            ).to(device)
-            hidden = backbone(**enc).last_hidden_state
-            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            out[idx] = ((hidden * mask).sum(1) / mask.sum(1)).double().cpu().numpy()
-            before, done = done, done + len(idx)
-            line = f"encoding {done}/{len(texts)} sequences ({time.monotonic() - start:.0f}s)"
+        for b in range(0, len(seqs), chunk):
+            out.append(model.pooled(seqs[b : b + chunk]).double().cpu().numpy())
+            before, done = b, min(b + chunk, len(seqs))
+            line = f"encoding {done}/{len(seqs)} sequences ({time.monotonic() - start:.0f}s)"
             if sys.stderr.isatty():
-                print("\r" + line, end="" if done < len(texts) else "\n", file=sys.stderr, flush=True)
-            elif done == len(texts) or 10 * done // len(texts) > 10 * before // len(texts):
+                print("\r" + line, end="" if done < len(seqs) else "\n", file=sys.stderr, flush=True)
+            elif done == len(seqs) or 10 * done // len(seqs) > 10 * before // len(seqs):
                 print(line, file=sys.stderr, flush=True)  # a log file: every tenth
-    return out
+    return np.concatenate(out)
 
 
 def load_clients(cfg):
@@ -123,27 +113,28 @@ def measure(cfg, threads: int | None = None) -> dict:
     from sklearn.feature_extraction.text import CountVectorizer
 
     from fedpref.errors import ConfigError
-    from fedpref.models.backbone import load_backbone
+    from fedpref.models.factory import build_reward_model
+    from fedpref.models.scalar_reward import ScalarRewardModel
 
     if threads:
         torch.set_num_threads(threads)
     splits, unseen = load_clients(cfg)
-    backbone, tokenizer, causal = load_backbone(cfg.model.backbone)
-    if causal:
+    model = build_reward_model(cfg)
+    if not isinstance(model, ScalarRewardModel):
         raise ConfigError(
-            f"model.backbone '{cfg.model.backbone}' is a causal LM (selector head): this probe encodes pairs the "
-            "way the scalar head does and supports encoder backbones only"
+            f"model.backbone '{cfg.model.backbone}' gives a selector head: this probe reads the scalar head's "
+            "pooled features and supports encoder backbones only"
         )
-    backbone.to(cfg.device)
 
     # Each split as a contiguous block of pairs: rows 2i (chosen) and 2i + 1 (rejected) of the text list.
-    texts, where = [], {}
+    texts, ordered, where = [], [], {}
     for s in splits:
         for part in ("train", "test"):
             pairs = getattr(s, part)
             where[s.client_id, part] = (len(texts) // 2, len(texts) // 2 + len(pairs))
             texts += [t for p in pairs for t in pair_texts(p)]
-    pooled = encode_frozen(texts, backbone, tokenizer, cfg.data.max_length, cfg.device)
+            ordered += pairs
+    pooled = encode_frozen(model, ordered)
     frozen = pooled[0::2] - pooled[1::2]
     bow_vec = CountVectorizer(binary=True).fit([f"{a} {b}" for a, b in texts])
     bow = bow_vec.transform([f"{a} {b}" for a, b in texts[0::2]]) - bow_vec.transform(
