@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 LOSS = {"rel": 1e-5}  # float32 sums, 2 threads: equal here, and within this on a CPU that orders them differently
+# FedDPO trains the stories260K policy on its own samples for 3 x 2 x local steps, which carries a kernel's float
+# differences further: on an AMD EPYC (the pins come from another CPU) round 3 is 2.8e-5 relative off, same pairs.
+FEDDPO_LOSS = {"rel": 1e-4}
 ACC = {"abs": 1e-9}  # percentages of a handful of test pairs: exact
 FEDERATED = ["FL", "FL_target", "FedGD", "FedBiscuit", "Soft-FL", "FedVPL", "FedVPA-GP"]  # the Flower run's
 
@@ -95,9 +98,9 @@ def method_numbers(run: Path) -> dict[str, dict]:
     }
 
 
-def losses(values: list[float | None]) -> list:
+def losses(values: list[float | None], tolerance: dict = LOSS) -> list:
     """Pinned losses to compare a list with; None (a round with evaluation stages only) stays None."""
-    return [None if x is None else pytest.approx(x, **LOSS) for x in values]
+    return [None if x is None else pytest.approx(x, **tolerance) for x in values]
 
 
 def assert_pinned(numbers: dict[str, dict], methods: list[str]) -> None:
@@ -123,7 +126,7 @@ def test_flower_numbers(tiny_flower):
 
 def test_feddpo_losses(stage2_tiny):
     results = json.loads((stage2_tiny / "results.json").read_text())
-    assert [r["loss"] for r in results["feddpo"]["rounds"]] == losses(FEDDPO_LOSSES)
+    assert [r["loss"] for r in results["feddpo"]["rounds"]] == losses(FEDDPO_LOSSES, FEDDPO_LOSS)
     assert [r["sampled"] for r in results["feddpo"]["rounds"]] == FEDDPO_SAMPLED
     training = results["stage2"]["training"]
     assert (training["pairs"], training["loss_first"], training["reward_acc_last"]) == (12, 0.7029, 0.25)
