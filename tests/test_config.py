@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from fedpref.algorithms.registry import check_methods
 from fedpref.config import ExperimentConfig, load_config, option_help
 from fedpref.errors import ConfigError
 
@@ -11,6 +12,7 @@ CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_shipped_config_loads_and_validates(path):
     cfg = load_config(path)
+    check_methods(cfg, str(path))
     assert isinstance(cfg, ExperimentConfig)
 
 
@@ -70,8 +72,9 @@ def test_more_sampled_clients_than_clients(tmp_path):
 
 
 def test_unknown_method_lists_choices():
-    with pytest.raises(ConfigError, match="FedAvgg.*choose from"):
-        load_config(None, ["algorithm.methods=['FedAvgg']"])
+    cfg = load_config(None, ["algorithm.methods=['FedAvgg']"])  # the registry checks names, not the config layer
+    with pytest.raises(ConfigError, match=r"<defaults>: 'algorithm.methods' has unknown .*FedAvgg.*choose from Local"):
+        check_methods(cfg, "<defaults>")
 
 
 def test_invalid_toml_and_missing_file(tmp_path):

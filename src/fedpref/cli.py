@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -14,11 +15,22 @@ from fedpref.errors import FedprefError
 
 
 def _options_epilog() -> str:
+    from fedpref.algorithms.registry import help_rows
     from fedpref.config import option_help
 
     lines = ["config options (TOML sections, or --set section.key=value):"]
     lines += [f"  {key:38s} {help_} (default {default})" for key, default, help_ in option_help()]
+    lines += ["", "methods (algorithm.methods) and their own options ([algorithm.options.NAME] tables, or --set):"]
+    lines += [f"  {name:38s} {help_}" for name, help_ in help_rows()]
     return "\n".join(lines)
+
+
+class _LazyEpilog(argparse.RawDescriptionHelpFormatter):
+    """Takes the epilog as a function, called only when the help is printed: listing the methods imports
+    every algorithm (and torch), seconds that no other command should pay."""
+
+    def add_text(self, text: str | Callable[[], str] | None) -> None:
+        super().add_text(text() if callable(text) else text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="run an experiment from a TOML config",
-        epilog=_options_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_options_epilog,
+        formatter_class=_LazyEpilog,
         description="Run every method of an experiment (global phase, then personalization of every client) "
         "and write the run folder: config.toml, rounds.jsonl, results.json, table.md, personalization.png.",
     )
@@ -211,11 +223,14 @@ def _print_workers(console: Console, path: str) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.algorithms.registry import check_methods
     from fedpref.experiments.sweep import parse_grid, parse_seeds, plan_cells, run_sweep
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     grid = parse_grid(args.grid)
     cells = plan_cells(args.config, seeds, grid, args.overrides, args.out)
+    for cell in cells:  # a typo in a method name stops the sweep before its first run
+        check_methods(cell.cfg, f"sweep cell {cell.label}: {args.config}")
     spec = {"config": str(args.config), "seeds": seeds, "grid": grid, "overrides": args.overrides}
     run_sweep(cells, args.out, console, spec | {"engine": args.engine}, engine=args.engine)
 
@@ -237,11 +252,13 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.algorithms.registry import check_methods
     from fedpref.config import load_config
     from fedpref.experiments.experiment import run_experiment
     from fedpref.experiments.outputs import prepare_run_dir
 
     cfg = load_config(args.config, args.overrides)
+    check_methods(cfg, str(args.config))  # before any data or model loads
     if args.resume and args.overwrite:
         raise FedprefError("--resume and --overwrite exclude each other")
     run_dir = args.out or Path("runs") / cfg.name

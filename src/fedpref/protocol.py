@@ -18,6 +18,19 @@ TRAIN = "train"
 EVALUATE = "evaluate"
 EVALUATE_SELECTOR = "evaluate_selector"  # a latent-conditioned selector's test accuracy, z from the client's own pairs
 TRAIN_VARIATIONAL = "train_variational"  # FedVPA-GP / FedVPL local step (fedpref.client.variational)
+RESTORE_MEMORY = "restore_memory"  # resuming: a client reloads its own memory snapshot taken before a round
+PERSONALIZE = "personalize"  # the local phase from models[0]; payload["checkpoints"]: steps at which to test
+
+
+@dataclass(frozen=True)
+class TaskKey:
+    """Where a task sits in a run (the parts of its client's torch.Generator seed): the method, the round
+    (or "personalize" for the local phase), the stage within the round and the task's index in the stage."""
+
+    method: str
+    round: int | str
+    stage: int = 0
+    index: int = 0
 
 
 @dataclass(frozen=True)

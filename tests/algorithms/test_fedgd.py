@@ -10,6 +10,7 @@ from sklearn.metrics import adjusted_rand_score
 from tiny_runs import tiny
 
 from fedpref.algorithms.fedgd import FedGD, compact_labels, cumulative_average
+from fedpref.algorithms.registry import check_methods
 from fedpref.config import load_config
 from fedpref.errors import ConfigError
 from fedpref.protocol import EVALUATE, TRAIN
@@ -197,8 +198,8 @@ def test_cumulative_average_helper():
 def test_config_rejects_more_experts_than_clients(tmp_path):
     overrides = ["data.group_sizes=[1, 1, 1, 0]", "federation.clients_per_round=2", "algorithm.num_models=4"]
     with pytest.raises(ConfigError, match="algorithm.num_models"):
-        load_config(None, overrides + ["algorithm.methods=['FedGD']"])
-    load_config(None, overrides + ["algorithm.methods=['FL']"])  # single-model methods do not care
+        check_methods(load_config(None, overrides + ["algorithm.methods=['FedGD']"]))
+    check_methods(load_config(None, overrides + ["algorithm.methods=['FL']"]))  # single-model methods do not care
 
 
 def test_resuming_from_its_attributes_gives_the_uninterrupted_run():
@@ -227,7 +228,7 @@ def test_end_to_end_tiny(tiny_setup):
 
 
 def test_true_partition_from_the_config(tiny_setup):
-    from fedpref.experiments.methods import build_algorithm
+    from fedpref.algorithms.registry import build_algorithm
 
     with pytest.raises(ConfigError, match="algorithm.fedgd_partition"):
         load_config(None, ["algorithm.fedgd_partition='oracle'"])

@@ -8,15 +8,16 @@ import pytest
 import torch
 
 from fedpref.algorithms.fedvpa import VARIANTS, FedVPA, Settings
+from fedpref.algorithms.registry import method_spec
 from fedpref.client.trainer import LocalTrainer, OptimConfig
 from fedpref.client.variational import GUMBEL_KEY
-from fedpref.client.worker import EncodedClient, handle_task
+from fedpref.client.worker import EncodedClient, Trainers, handle_task
 from fedpref.config import load_config
 from fedpref.data.splits import split_clients
 from fedpref.data.synthetic import generate_synthetic_with_axes
-from fedpref.engines.inprocess import run_rounds
+from fedpref.engines.inprocess import InProcessTransport
+from fedpref.engines.loop import run_rounds
 from fedpref.errors import ConfigError
-from fedpref.experiments.methods import BUILDERS
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
 from fedpref.models.variational import VariationalSpec
@@ -157,7 +158,7 @@ def world():
 
 def test_a_client_uploads_exactly_2d_floats_and_keeps_its_gumbel_logits(world):
     cfg, model, clients, infos, trainer = world
-    algo = BUILDERS["FedVPA-GP"](cfg, infos, trainable_state(model), model)
+    algo = method_spec("FedVPA-GP").build(cfg, infos, trainable_state(model), model)
     client = clients[infos[0].client_id]
     prior = {"ids": ["x", "y"], "mu": [[1.0] * 8, [-1.0] * 8], "var": [[0.5] * 8, [2.0] * 8]}
     task = Task(client.client_id, TRAIN_VARIATIONAL, [algo.global_state], 2, "t", algo.payload(prior, 1))
@@ -173,8 +174,8 @@ def test_a_client_uploads_exactly_2d_floats_and_keeps_its_gumbel_logits(world):
 
 def test_two_round_smoke_run_of_fedvpa_gp(world):
     cfg, model, clients, infos, trainer = world
-    algo = BUILDERS["FedVPA-GP"](cfg, infos, trainable_state(model), model)
-    records = run_rounds(algo, clients, trainer, seed=0)
+    algo = method_spec("FedVPA-GP").build(cfg, infos, trainable_state(model), model)
+    records = run_rounds(algo, InProcessTransport(clients, Trainers(trainer, trainer, seed=0)))
     assert [r["round"] for r in records] == [0, 1]
     assert records[0]["prior_components"] == 0 and records[1]["prior_components"] == 2
     assert records[1]["prototype_index"] and all(r["train_loss"] is not None for r in records)

@@ -52,7 +52,7 @@ def test_pyproject_app_config_names_the_apps_and_valid_keys() -> None:
 
     app = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert app["components"] == {
-        "serverapp": "fedpref.engines.flower.server_app:app",
+        "serverapp": "fedpref.experiments.deployment:app",
         "clientapp": "fedpref.engines.flower.client_app:app",
     }
     assert appconfig.server_settings(app["config"]).reply_timeout_s == appconfig.DEFAULT_REPLY_TIMEOUT_S

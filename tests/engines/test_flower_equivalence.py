@@ -29,17 +29,19 @@ def cfg():
 @pytest.fixture(scope="module")
 def inprocess(cfg) -> dict:
     """method -> (final algorithm, round log, per-client personalization curves), from the in-process engine."""
-    from fedpref.client.trainer import LocalTrainer
-    from fedpref.engines.inprocess import run_rounds
-    from fedpref.experiments.methods import build_algorithm
-    from fedpref.experiments.runner import optim_configs
+    from fedpref.algorithms.registry import build_algorithm
+    from fedpref.client.trainer import LocalTrainer, optim_configs
+    from fedpref.client.worker import Trainers
+    from fedpref.engines.inprocess import InProcessTransport
+    from fedpref.engines.loop import run_rounds
     from fedpref.experiments.setup import build_setup
 
     setup, (train_opt, pers_opt) = build_setup(cfg), optim_configs(cfg)
     runs = {}
     for name in METHODS:
         algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
-        log = run_rounds(algorithm, setup.clients, LocalTrainer(setup.model, train_opt), cfg.seed)
+        trainers = Trainers(LocalTrainer(setup.model, train_opt), LocalTrainer(setup.model, pers_opt), cfg.seed)
+        log = run_rounds(algorithm, InProcessTransport(setup.clients, trainers))
         runs[name] = (
             algorithm,
             log,
@@ -69,12 +71,26 @@ def personalize_every_client(name, algorithm, setup, cfg, trainer) -> dict[str, 
 
 @pytest.fixture(scope="module")
 def flower(cfg) -> dict:
-    """method -> (final algorithm, round log, result), all methods in one Flower simulation."""
-    from fedpref.engines.flower.run import run_flower_methods
+    """method -> (final algorithm, result, round log), all methods in one Flower simulation."""
+    from fedpref.algorithms.registry import build_algorithm
+    from fedpref.engines.flower.run import run_simulated
+    from fedpref.engines.loop import finish_method, run_rounds
+    from fedpref.models.adapters import trainable_state
+    from fedpref.models.factory import build_reward_model
 
-    algorithms = {}
-    outcome = run_flower_methods(cfg, METHODS, inspect=algorithms.__setitem__)
-    return {name: (algorithms[name], *outcome[name]) for name in METHODS}
+    model = build_reward_model(cfg)
+
+    def body(transport) -> dict:
+        peers, runs = transport.peers, {}
+        for name in METHODS:
+            algorithm = build_algorithm(name, cfg, peers.trained(), trainable_state(model), model, peers.held_out)
+            transport.begin_method(name)
+            log = run_rounds(algorithm, transport)
+            result, _ = finish_method(algorithm, transport, peers.infos, cfg.personalization.steps)
+            runs[name] = (algorithm, result, log)
+        return runs
+
+    return run_simulated(cfg, body)
 
 
 def assert_states_close(a: dict, b: dict) -> None:
@@ -103,7 +119,6 @@ def test_same_round_log(method, inprocess, flower) -> None:
 @pytest.mark.parametrize("method", METHODS)
 def test_same_personalization(method, inprocess, flower) -> None:
     per_client, result = inprocess[method][2], flower[method][1]
-    assert result["engine"] == "flower"
     assert result["personalization"]["per_client"] == per_client
 
 

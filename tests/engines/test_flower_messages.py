@@ -12,7 +12,7 @@ from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects  
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents  # noqa: E402
 
 from fedpref.engines.flower import messages as m  # noqa: E402
-from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task  # noqa: E402
+from fedpref.protocol import EVALUATE, PERSONALIZE, RESTORE_MEMORY, TRAIN, ClientInfo, Reply, Task  # noqa: E402
 
 
 def wire(content: RecordDict) -> RecordDict:
@@ -79,16 +79,21 @@ def test_reply_round_trip(reply: Reply, through_wire: bool) -> None:
         assert_states_equal(reply.state, back.state)
 
 
-def test_node_info_personalize_and_curve_round_trip() -> None:
+def test_node_info_round_trip() -> None:
     info = ClientInfo("c02", 37, "G3")
     assert m.content_to_info(wire(m.info_to_content(info, 2, 8))) == (info, 2, 8)
     assert m.content_to_info(wire(m.info_to_content(ClientInfo("c0", 1), 0, 1)))[0].true_group is None
     assert not m.content_held_out(wire(m.info_to_content(info, 2, 8)))
     assert m.content_held_out(wire(m.info_to_content(info, 2, 8, held_out=True)))
-    cid, method, init = m.content_to_personalize(wire(m.personalize_to_content("c02", "FL", state(9))))
-    assert (cid, method) == ("c02", "FL")
-    assert_states_equal(init, state(9))
-    assert m.content_to_curve(wire(m.curve_to_content("c02", [50.0, 62.5]))) == ("c02", [50.0, 62.5])
+
+
+def test_personalization_task_and_curve_round_trip() -> None:
+    task = Task("c02", PERSONALIZE, [state(9)], steps=10, payload={"checkpoints": [0, 5, 10]})
+    back, key = m.content_to_task(wire(m.task_to_content(task, m.TaskKey("FL", PERSONALIZE, 0, 3))))
+    assert key == m.TaskKey("FL", "personalize", 0, 3) and back.payload == {"checkpoints": [0, 5, 10]}
+    assert_states_equal(back.models[0], state(9))
+    reply, index = m.content_to_reply(wire(m.reply_to_content(Reply("c02", 12, metrics={"acc": [50.0, 62.5]}), 3)))
+    assert (reply.client_id, reply.metrics, index) == ("c02", {"acc": [50.0, 62.5]}, 3)
 
 
 def test_only_adapter_arrays_and_scalars_travel() -> None:
@@ -100,6 +105,8 @@ def test_only_adapter_arrays_and_scalars_travel() -> None:
 def test_message_types_are_valid_flower_categories() -> None:
     assert m.message_type(TRAIN) == "train" and m.message_type(EVALUATE) == "evaluate"
     assert m.message_type("train_variational") == "train"
+    assert m.message_type(PERSONALIZE) == "query.personalize"
+    assert m.message_type(RESTORE_MEMORY) == "query.restore_memory"
 
 
 @pytest.mark.skipif("payload" not in Task.__dataclass_fields__, reason="Task has no payload field yet")

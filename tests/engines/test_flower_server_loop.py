@@ -1,4 +1,4 @@
-"""The ServerApp's round loop over a fake in-memory Grid: ordering, errors, timeouts (no Ray, no model)."""
+"""The round loop over the Flower transport and a fake in-memory Grid: ordering, errors, timeouts (no Ray, no model)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from flwr.app import Error, Message  # noqa: E402
 from fedpref.algorithms.fedavg import FedAvg  # noqa: E402
 from fedpref.engines.flower import messages as m  # noqa: E402
 from fedpref.engines.flower import server_app  # noqa: E402
-from fedpref.protocol import ClientInfo, Reply  # noqa: E402
+from fedpref.engines.loop import finish_method, run_rounds  # noqa: E402
+from fedpref.protocol import PERSONALIZE, ClientInfo, Reply  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -36,9 +37,10 @@ class FakeGrid:
         failing: set[int] = frozenset(),
         silent: set[int] = frozenset(),
         held_out: set[int] = frozenset(),
+        nan: set[int] = frozenset(),
     ):
         self.partition_of = {1000 + 7 * (num - p): p for p in range(num)}  # node ids unrelated to partitions
-        self.num, self.failing, self.silent, self.held_out = num, failing, silent, held_out
+        self.num, self.failing, self.silent, self.held_out, self.nan = num, failing, silent, held_out, nan
         self.replies: dict[str, Message] = {}
 
     def get_node_ids(self) -> list[int]:
@@ -57,6 +59,11 @@ class FakeGrid:
     def pull_messages(self, ids: list[str]) -> list[Message]:
         return [self.replies.pop(i) for i in ids if i in self.replies]
 
+    def send_and_receive(self, messages: list[Message], *, timeout: float | None = None) -> list[Message]:
+        """As Flower's grids do: push, then pull until every reply is in or the timeout passes (nodes here
+        answer at push time, so one pull gets every reply that will ever come)."""
+        return self.pull_messages(self.push_messages(messages))
+
     def answer(self, msg: Message, partition: int) -> Message:
         kind = msg.metadata.message_type
         if partition in self.failing and kind != "query.partition":
@@ -64,10 +71,13 @@ class FakeGrid:
         if kind == "query.partition":
             info = ClientInfo(f"c{partition}", 10 * (partition + 1))
             return Message(m.info_to_content(info, partition, self.num, partition in self.held_out), reply_to=msg)
-        if kind == "query.personalize":
-            return Message(m.curve_to_content(m.content_to_personalize(msg.content)[0], [50.0, 75.0]), reply_to=msg)
         task, key = m.content_to_task(msg.content)
+        if task.action == PERSONALIZE:
+            reply = Reply(task.client_id, 10 * (partition + 1), metrics={"acc": [50.0, 75.0]})
+            return Message(m.reply_to_content(reply, key.index), reply_to=msg)
         state = {k: v + partition + 1 for k, v in task.models[0].items()}
+        if partition in self.nan:
+            state = {k: v * float("nan") for k, v in state.items()}
         reply = Reply(task.client_id, 10 * (partition + 1), state, {"train_loss": 0.5}, task.tag)
         return Message(m.reply_to_content(reply, key.index), reply_to=msg)
 
@@ -87,7 +97,7 @@ def test_held_out_nodes_are_known_but_never_trained() -> None:
     peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0)
     assert peers.held_out == ["c1", "c3"] and [c.client_id for c in peers.trained()] == ["c0", "c2"]
     algorithm = FedAvg(peers.trained(), INIT, 2, clients_per_round=2, local_steps=1, seed=0)
-    log = server_app.run_rounds_over_grid(grid, algorithm, peers, timeout_s=0.3)
+    log = run_rounds(algorithm, server_app.GridTransport(grid, peers, timeout_s=0.3))
     assert [sorted(r["sampled"]) for r in log] == [["c0", "c2"], ["c0", "c2"]]
 
 
@@ -95,17 +105,28 @@ def test_failed_and_silent_nodes_are_left_out_and_logged() -> None:
     grid = FakeGrid(4, failing={1}, silent={3})
     peers = server_app.discover(FakeGrid(4), "digest", wait_s=1.0, timeout_s=1.0)
     algorithm = fedavg(peers)
-    log = server_app.run_rounds_over_grid(grid, algorithm, peers, timeout_s=0.3)
+    log = run_rounds(algorithm, server_app.GridTransport(grid, peers, timeout_s=0.3))
     assert sorted(log[0]["dropped"]) == ["c1", "c3"]
     expected = (10 * 1 + 30 * 3) / (10 + 30)  # size-weighted mean of c0 (+1) and c2 (+3)
     assert torch.allclose(algorithm.global_state["lora.weight"], torch.full((2, 2), expected))
+
+
+def test_a_nan_update_is_dropped_and_named_as_in_process(caplog) -> None:
+    grid = FakeGrid(4, nan={2})
+    peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0)
+    algorithm = fedavg(peers)
+    log = run_rounds(algorithm, server_app.GridTransport(grid, peers, timeout_s=0.3))
+    assert log[0]["dropped"] == ["c2"]
+    expected = (10 * 1 + 20 * 2 + 40 * 4) / (10 + 20 + 40)  # size-weighted mean of c0, c1 and c3 only
+    assert torch.allclose(algorithm.global_state["lora.weight"], torch.full((2, 2), expected))
+    assert "c2" in caplog.text and "non-finite" in caplog.text
 
 
 def test_a_stage_without_replies_keeps_the_previous_model() -> None:
     grid = FakeGrid(2, failing={0, 1})
     peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0)
     algorithm = fedavg(peers, rounds=2)
-    log = server_app.run_rounds_over_grid(grid, algorithm, peers, timeout_s=0.3)
+    log = run_rounds(algorithm, server_app.GridTransport(grid, peers, timeout_s=0.3))
     assert [sorted(r["dropped"]) for r in log] == [["c0", "c1"], ["c0", "c1"]]
     assert all(torch.equal(algorithm.global_state[k], INIT[k]) for k in INIT)
 
@@ -117,7 +138,9 @@ def test_personalization_reports_missing_clients() -> None:
     cfg.personalization.steps = [0, 10]
     grid = FakeGrid(3, silent={2})
     peers = server_app.discover(FakeGrid(3), "digest", wait_s=1.0, timeout_s=1.0)
-    curves = server_app.personalize_over_grid(grid, fedavg(peers), peers, cfg, timeout_s=0.3)
+    transport = server_app.GridTransport(grid, peers, timeout_s=0.3)
+    result, _ = finish_method(fedavg(peers), transport, peers.infos, cfg.personalization.steps)
+    curves = result["personalization"]
     assert curves["missing"] == ["c2"]
     assert curves["acc_mean"] == [50.0, 75.0]
 

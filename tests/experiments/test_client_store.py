@@ -36,8 +36,8 @@ def test_private_memory_survives_eviction():
 def test_on_demand_clients_give_the_same_run_as_resident_ones():
     import torch
 
+    from fedpref.algorithms.registry import build_algorithm
     from fedpref.config import load_config
-    from fedpref.experiments.methods import build_algorithm
     from fedpref.experiments.runner import run_global
     from fedpref.experiments.setup import build_setup
 

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from fedpref.config import LoraConfig
-from fedpref.stage2.dpo import DPOSettings, FedSettings, Pair, dpo_update, response_logps, run_feddpo, train_dpo
+from fedpref.stage2.dpo import DPOSettings, Pair, dpo_update, response_logps, train_dpo
+from fedpref.stage2.feddpo import FedSettings, run_feddpo
 from fedpref.stage2.generation import Sampling, sample
 from fedpref.stage2.judges import OracleJudge
 from fedpref.stage2.policy import ConditionalPolicy, load_lm, pack

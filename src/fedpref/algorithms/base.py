@@ -15,13 +15,17 @@ they start from a model chosen on their own validation data without any update.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fedpref.protocol import ClientInfo, Reply, State, Task
 
 
 class Algorithm:
-    """Server logic of one method; subclasses implement the three hooks below."""
+    """Server logic of one method; subclasses implement the three hooks below (the others are optional)."""
 
     name = "base"
+    phase_end_rounds: Sequence[int] = ()  # rounds after which one of the method's phases ends (checkpointed)
+    latent_trace: list[dict]  # a latent-conditioned selector's per-round client latent means (FedVPA family)
 
     def __init__(self, clients: list[ClientInfo], init_state: State, num_rounds: int):
         self.clients = clients
@@ -41,6 +45,15 @@ class Algorithm:
 
     def initialization(self, client_id: str) -> State:
         """The model client `client_id` starts personalization from."""
+        raise NotImplementedError
+
+    def selector_tasks(self, client_ids: list[str]) -> list[Task]:
+        """A latent-conditioned selector's own evaluation of each of `client_ids` (FedVPA-GP paper, Tables 1-2),
+        as tasks; none for the other methods."""
+        return []
+
+    def summarize_selector(self, replies: list[Reply]) -> dict:
+        """The selector evaluation's summary from the replies to `selector_tasks`."""
         raise NotImplementedError
 
     def final_stage_clients(self) -> list[str]:

@@ -12,8 +12,12 @@ each), which is what FL spends per round on one group's clients on average.
 
 from __future__ import annotations
 
+from torch import nn
+
 from fedpref.algorithms.aggregation import copy_state
 from fedpref.algorithms.base import Algorithm
+from fedpref.algorithms.registry import MethodSpec
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
 from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
@@ -68,3 +72,23 @@ class MultiCL(Centralized):
 
     def __init__(self, clients, init_state, num_rounds, steps_per_round):
         super().__init__(clients, init_state, num_rounds, steps_per_round, per_group=True)
+
+
+def centralized_steps(cfg: ExperimentConfig, models: int = 1) -> int:
+    """Steps per round of each centralized model: FL's |S_r| x tau, split over `models` models."""
+    return -(-cfg.federation.clients_per_round * cfg.train.local_steps // models)
+
+
+def build_cl(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> CL:
+    return CL(infos, init, cfg.federation.rounds, centralized_steps(cfg))
+
+
+def build_multi_cl(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> MultiCL:
+    groups = {c.true_group for c in infos}
+    return MultiCL(infos, init, cfg.federation.rounds, centralized_steps(cfg, len(groups)))
+
+
+SPECS = (
+    MethodSpec(CL.name, build_cl, "one model on the pooled data of all clients (a reference)", centralized=True),
+    MethodSpec(MultiCL.name, build_multi_cl, "one model per true group, on its pooled data", centralized=True),
+)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, weighted_average
 from fedpref.algorithms.base import Algorithm
+from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import uniform_sample
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
 from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
@@ -28,7 +31,7 @@ class FedAvg(Algorithm):
         super().__init__(clients, init_state, num_rounds)
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps = clients_per_round, local_steps
-        self.rng = np.random.default_rng(seed)
+        self.seed, self.rng = seed, np.random.default_rng(seed)
         self._trained_round = -1
 
     def sample(self, round_idx: int) -> list[str]:
@@ -48,3 +51,11 @@ class FedAvg(Algorithm):
 
     def initialization(self, client_id: str) -> State:
         return self.global_state
+
+
+def build_fedavg(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedAvg:
+    f = cfg.federation
+    return FedAvg(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed)
+
+
+SPECS = (MethodSpec(FedAvg.name, build_fedavg, "FedAvg: one global model, size-weighted mean of the sampled clients"),)

@@ -5,13 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, uniform_average, weighted_average
-from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.records import log_round
+from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import uniform_sample
+from fedpref.algorithms.stages import (
+    StagedAlgorithm,
+    check_models_and_sampling,
+    evaluate_models,
+    multi_model_arguments,
+)
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
-from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
+from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
 Move = tuple[int, int, int]  # (client index, from cluster, to cluster)
 
@@ -50,7 +58,7 @@ def residual_average(old: State, states: Sequence[State], p: Sequence[float]) ->
     return weighted_average([old, *states], [1.0 - float(sum(p)), *p])
 
 
-class FedBiscuit(Algorithm):
+class FedBiscuit(StagedAlgorithm):
     """FedBiscuit as reinterpreted in the FedGD paper: Algorithm 2 (App. B.2).
 
     line 2      p_c = N_c / sum_j N_j over all clients (N_c = ClientInfo.num_train).
@@ -87,7 +95,7 @@ class FedBiscuit(Algorithm):
         seed: int = 0,
     ):
         super().__init__(clients, init_state, num_rounds)
-        _check_arguments(len(clients), num_models, clients_per_round, reassign_every)
+        check_models_and_sampling("FedBiscuit", len(clients), num_models, clients_per_round, reassign_every)
         self.num_models, self.clients_per_round, self.local_steps = num_models, clients_per_round, local_steps
         self.reassign_every = reassign_every
         self.phase_end_rounds = [min(reassign_every, num_rounds)]  # checkpoint when the warm-up is complete
@@ -97,25 +105,17 @@ class FedBiscuit(Algorithm):
         self.p = {c.client_id: c.num_train / total for c in clients}
         self.assignment: dict[str, int] = {}
         self.best: dict[str, int] = {}
-        self._issued: set[tuple[int, str]] = set()
-        self._pending: str | None = None
 
-    def next_tasks(self, round_idx: int) -> list[Task]:
-        stage = next((s for s in self._stages(round_idx) if (round_idx, s) not in self._issued), None)
-        if stage is None:
-            return []
-        self._issued.add((round_idx, stage))
-        self._pending = stage
+    def stage_tasks(self, round_idx: int, stage: str) -> list[Task]:
         if stage == "reassign":
-            return [Task(c.client_id, EVALUATE, list(self.models), tag=stage) for c in self.clients]
+            return evaluate_models([c.client_id for c in self.clients], self.models, stage)
         if stage == "select":
-            return [Task(c, EVALUATE, list(self.models), tag=stage) for c in self.final_stage_clients()]
+            return evaluate_models(self.final_stage_clients(), self.models, stage)
         if stage == "warmup":
             return self._warmup_tasks(round_idx)
         return self._train_tasks(round_idx)
 
-    def receive(self, round_idx: int, replies: list[Reply]) -> None:
-        stage, self._pending = self._pending, None
+    def stage_replies(self, round_idx: int, stage: str, replies: list[Reply]) -> None:
         if stage in ("warmup", "train"):
             for k in range(self.num_models):
                 mine = [r for r in replies if r.tag == k]
@@ -138,7 +138,7 @@ class FedBiscuit(Algorithm):
             return uniform_average(states)
         return residual_average(self.models[k], states, [self.p[r.client_id] for r in replies])
 
-    def _stages(self, r: int) -> list[str]:
+    def stages(self, r: int) -> list[str]:
         if r == self.num_rounds:
             return ["select"]
         if r > self.num_rounds:
@@ -175,13 +175,15 @@ class FedBiscuit(Algorithm):
         log_round(self.history, r, assignment=dict(self.assignment))
 
 
-def _check_arguments(num_clients: int, num_models: int, clients_per_round: int, reassign_every: int) -> None:
-    if not 1 <= num_models <= num_clients:
-        raise ValueError(
-            f"FedBiscuit: algorithm.num_models = {num_models} models, but there are {num_clients} clients "
-            "(need 1 <= K <= number of clients)"
-        )
-    if clients_per_round > num_clients:
-        raise ValueError(f"FedBiscuit: cannot sample {clients_per_round} of {num_clients} clients per round")
-    if reassign_every < 1:
-        raise ValueError(f"FedBiscuit: algorithm.reassign_every must be >= 1, got {reassign_every}")
+def build_fedbiscuit(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedBiscuit:
+    return FedBiscuit(infos, init, **multi_model_arguments(cfg), reassign_every=cfg.algorithm.reassign_every)
+
+
+SPECS = (
+    MethodSpec(
+        FedBiscuit.name,
+        build_fedbiscuit,
+        "K hard-clustered global models, clients reassigned by validation loss with size balancing",
+        multi_model=True,
+    ),
+)

@@ -5,14 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, hierarchical_average, mix, uniform_average, weighted_average
-from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.records import log_round
+from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import group_debiased_sample
-from fedpref.config import PHASE2_STARTS
+from fedpref.algorithms.stages import (
+    StagedAlgorithm,
+    check_models_and_sampling,
+    evaluate_models,
+    multi_model_arguments,
+)
+from fedpref.config import PHASE2_STARTS, ExperimentConfig
 from fedpref.models.adapters import State
-from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
+from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
 
 def lowest_loss_assignment(replies: Sequence[Reply]) -> dict[str, int]:
@@ -34,7 +41,7 @@ def cumulative_average(s: State | None, n: int, returned: Sequence[State]) -> tu
     return weighted_average(states, weights), n + len(returned)
 
 
-class FedGD(Algorithm):
+class FedGD(StagedAlgorithm):
     """Federated Learning with Group Debiasing: Algorithm 1 (App. B.1) of the FedGD paper.
 
     Phase 1 (rounds 0..P-1, P = floor(R/2); for odd R Phase 2 gets the extra round):
@@ -97,23 +104,15 @@ class FedGD(Algorithm):
             log_round(
                 self.history, 0, assignment=dict(self.frozen), num_groups=len(set(self.frozen.values())), frozen=True
             )
-        self._issued: set[tuple[int, str]] = set()
-        self._pending: str | None = None
 
-    # -- the engine's hooks ------------------------------------------------------------------------
+    # -- the engine's hooks, through StagedAlgorithm -----------------------------------------------
 
-    def next_tasks(self, round_idx: int) -> list[Task]:
-        stage = next((s for s in self._stages(round_idx) if (round_idx, s) not in self._issued), None)
-        if stage is None:
-            return []
-        self._issued.add((round_idx, stage))
-        self._pending = stage
+    def stage_tasks(self, round_idx: int, stage: str) -> list[Task]:
         if stage in ("reassign", "freeze"):
-            return [Task(c.client_id, EVALUATE, list(self.experts), tag=stage) for c in self.clients]
+            return evaluate_models([c.client_id for c in self.clients], self.experts, stage)
         return self._train_tasks(round_idx, stage)
 
-    def receive(self, round_idx: int, replies: list[Reply]) -> None:
-        stage, self._pending = self._pending, None
+    def stage_replies(self, round_idx: int, stage: str, replies: list[Reply]) -> None:
         if stage == "reassign":
             self._reassign(round_idx, replies)
         elif stage == "freeze":
@@ -130,7 +129,7 @@ class FedGD(Algorithm):
 
     # -- stages ------------------------------------------------------------------------------------
 
-    def _stages(self, r: int) -> list[str]:
+    def stages(self, r: int) -> list[str]:
         if r >= self.num_rounds:
             return []
         if r < self.phase1_rounds:
@@ -185,14 +184,38 @@ def _check_arguments(
 ) -> None:
     if num_rounds < 2:
         raise ValueError(f"FedGD needs at least 2 rounds (one per phase), got federation.rounds = {num_rounds}")
-    if not 1 <= num_models <= num_clients:
-        raise ValueError(
-            f"FedGD: algorithm.num_models = {num_models} experts, but there are {num_clients} clients "
-            "(need 1 <= K <= number of clients)"
-        )
-    if clients_per_round > num_clients:
-        raise ValueError(f"FedGD: cannot sample {clients_per_round} of {num_clients} clients per round")
-    if reassign_every < 1:
-        raise ValueError(f"FedGD: algorithm.reassign_every must be >= 1, got {reassign_every}")
+    check_models_and_sampling("FedGD", num_clients, num_models, clients_per_round, reassign_every, models="experts")
     if start not in PHASE2_STARTS:
         raise ValueError(f"FedGD: phase2_start must be one of {PHASE2_STARTS}, got {start!r}")
+
+
+def build_fedgd(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedGD:
+    a = cfg.algorithm
+    return FedGD(
+        infos,
+        init,
+        **multi_model_arguments(cfg),
+        reassign_every=a.reassign_every,
+        mixing=a.mixing,
+        phase2_start=a.phase2_start,
+        true_groups=true_groups(infos) if a.fedgd_partition == "true" else None,
+    )
+
+
+def true_groups(infos: list[ClientInfo]) -> dict[str, int]:
+    """Client id -> index of its ground-truth group (algorithm.fedgd_partition = 'true', an oracle ablation)."""
+    missing = [c.client_id for c in infos if c.true_group is None]
+    if missing:
+        raise ValueError(f"algorithm.fedgd_partition = 'true' needs every client's true group; none for {missing[:5]}")
+    labels = sorted({c.true_group for c in infos})
+    return {c.client_id: labels.index(c.true_group) for c in infos}
+
+
+SPECS = (
+    MethodSpec(
+        FedGD.name,
+        build_fedgd,
+        "group debiasing: K experts discover the preference groups, then one model debiased over them",
+        multi_model=True,
+    ),
+)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from functools import partial
 
 import numpy as np
 import torch
@@ -12,7 +13,9 @@ from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, uniform_average
 from fedpref.algorithms.base import Algorithm
+from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import uniform_sample
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
 from fedpref.models.variational import BASE_PREFIX, VariationalSpec, variational_model
 from fedpref.models.variational_math import balanced_kmeans, match_clusters
@@ -198,7 +201,7 @@ class FedVPA(Algorithm):
         return summarize({r.client_id: r.metrics for r in replies})
 
 
-def spec_from_config(cfg) -> VariationalSpec:
+def spec_from_config(cfg: ExperimentConfig) -> VariationalSpec:
     """The architecture part of `cfg.variational` (seeded by the experiment seed)."""
     v = cfg.variational
     return VariationalSpec(
@@ -214,8 +217,8 @@ def spec_from_config(cfg) -> VariationalSpec:
     )
 
 
-def build_fedvpa(name: str, cfg, infos: list[ClientInfo], init: State, model: nn.Module) -> FedVPA:
-    """A methods.BUILDERS entry: the variant `name` of VARIANTS, configured from `cfg.variational`."""
+def build_fedvpa(name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedVPA:
+    """The builder of the variant `name` of VARIANTS, configured from `cfg.variational`."""
     prior, orthogonal = VARIANTS[name]
     v, spec = cfg.variational, spec_from_config(cfg)
     settings = Settings(prior, orthogonal, v.beta, v.lambda_orth, v.gamma, v.tau, v.gumbel_lr)
@@ -225,3 +228,13 @@ def build_fedvpa(name: str, cfg, infos: list[ClientInfo], init: State, model: nn
     return FedVPA(
         infos, init_state, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, spec, settings, name
     )
+
+
+def _variant_help(prior: str, orthogonal: bool) -> str:
+    return f"variational preference adapter: {prior} latent prior, {'with' if orthogonal else 'no'} orthogonal loss"
+
+
+SPECS = tuple(
+    MethodSpec(name, partial(build_fedvpa, name), _variant_help(*variant), variational=True)
+    for name, variant in VARIANTS.items()
+)

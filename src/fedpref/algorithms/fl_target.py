@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from torch import nn
+
 from fedpref.algorithms.fedavg import FedAvg
+from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import group_debiased_sample
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
 from fedpref.protocol import ClientInfo
 
@@ -42,3 +46,11 @@ class FLTarget(FedAvg):
         return group_debiased_sample(
             ids, self.group_index, self.clients_per_round, self.rng, round_idx, self.turn_order
         )
+
+
+def build_fl_target(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FLTarget:
+    f = cfg.federation
+    return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed)
+
+
+SPECS = (MethodSpec(FLTarget.name, build_fl_target, "FedAvg sampling a uniform mix of the true groups (an oracle)"),)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from torch import nn
+
 from fedpref.algorithms.base import Algorithm
+from fedpref.algorithms.registry import MethodSpec
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
-from fedpref.protocol import Reply, Task
+from fedpref.protocol import ClientInfo, Reply, Task
 
 
 class Local(Algorithm):
@@ -18,3 +22,10 @@ class Local(Algorithm):
 
     def initialization(self, client_id: str) -> State:
         return self.init_state
+
+
+def build_local(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> Local:
+    return Local(infos, init, 0)
+
+
+SPECS = (MethodSpec(Local.name, build_local, "no global phase: each client personalizes the untrained initialization"),)

@@ -11,11 +11,18 @@ import torch
 from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, weighted_average
-from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.records import log_round
+from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import uniform_sample
+from fedpref.algorithms.stages import (
+    StagedAlgorithm,
+    check_models_and_sampling,
+    evaluate_models,
+    multi_model_arguments,
+)
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
-from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
+from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
 # LoRA down-projection keys (linear and embedding modules) -> (module name, up-projection key)
 _LORA_A = re.compile(r"^(?P<module>.+)\.lora_(?P<kind>embedding_)?A\.(?P<adapter>[^.]+)(?P<suffix>\.weight)?$")
@@ -89,7 +96,7 @@ def orthogonal_adapter_inits(
     return states
 
 
-class SoftFL(Algorithm):
+class SoftFL(StagedAlgorithm):
     """Soft-clustered multi-global models: Algorithm 3 (App. B.3) of the FedGD paper.
 
     line 1      engine round 0 opens with an EVALUATE stage: every client evaluates the K initial models
@@ -122,32 +129,26 @@ class SoftFL(Algorithm):
         initial_models: list[State] | None = None,
     ):
         super().__init__(clients, init_state, num_rounds)
-        _check_arguments(len(clients), num_models, clients_per_round, refresh_every, initial_models)
+        check_models_and_sampling("Soft-FL", len(clients), num_models, clients_per_round, refresh_every)
+        if initial_models is not None and len(initial_models) != num_models:
+            raise ValueError(f"Soft-FL: {len(initial_models)} initial models given for K = {num_models}")
         self.num_models, self.clients_per_round, self.local_steps = num_models, clients_per_round, local_steps
         self.refresh_every = refresh_every
         self.rng = np.random.default_rng(seed)
         self.models = [copy_state(m) for m in (initial_models or [init_state] * num_models)]
         self.weights = {c.client_id: np.full(num_models, 1.0 / num_models) for c in clients}
-        self._issued: set[tuple[int, str]] = set()
-        self._pending: str | None = None
 
-    def next_tasks(self, round_idx: int) -> list[Task]:
-        stage = next((s for s in self._stages(round_idx) if (round_idx, s) not in self._issued), None)
-        if stage is None:
-            return []
-        self._issued.add((round_idx, stage))
-        self._pending = stage
+    def stage_tasks(self, round_idx: int, stage: str) -> list[Task]:
         if stage == "refresh":
             final = round_idx == self.num_rounds  # held-out clients get their weights here, and only here
             ids = self.final_stage_clients() if final else [c.client_id for c in self.clients]
-            return [Task(c, EVALUATE, list(self.models), tag=stage) for c in ids]
+            return evaluate_models(ids, self.models, stage)
         sampled = uniform_sample([c.client_id for c in self.clients], self.clients_per_round, self.rng)
         log_round(self.history, round_idx, sampled=sampled)
         # the tag carries the weights the model was fused with (JSON-safe for the Flower engine)
         return [Task(c, TRAIN, [self.fused(c)], self.local_steps, tag=self.weights[c].tolist()) for c in sampled]
 
-    def receive(self, round_idx: int, replies: list[Reply]) -> None:
-        stage, self._pending = self._pending, None
+    def stage_replies(self, round_idx: int, stage: str, replies: list[Reply]) -> None:
         if stage == "refresh":
             for r in replies:
                 self.weights[r.client_id] = soft_weights(r.metrics["val_acc"])
@@ -166,7 +167,7 @@ class SoftFL(Algorithm):
     def initialization(self, client_id: str) -> State:
         return self.fused(client_id)
 
-    def _stages(self, r: int) -> list[str]:
+    def stages(self, r: int) -> list[str]:
         if r == self.num_rounds:
             return ["refresh"]
         if r > self.num_rounds:
@@ -174,17 +175,17 @@ class SoftFL(Algorithm):
         return (["refresh"] if r % self.refresh_every == 0 else []) + ["train"]
 
 
-def _check_arguments(
-    num_clients: int, num_models: int, clients_per_round: int, refresh_every: int, initial: list[State] | None
-) -> None:
-    if not 1 <= num_models <= num_clients:
-        raise ValueError(
-            f"Soft-FL: algorithm.num_models = {num_models} models, but there are {num_clients} clients "
-            "(need 1 <= K <= number of clients)"
-        )
-    if clients_per_round > num_clients:
-        raise ValueError(f"Soft-FL: cannot sample {clients_per_round} of {num_clients} clients per round")
-    if refresh_every < 1:
-        raise ValueError(f"Soft-FL: algorithm.reassign_every must be >= 1, got {refresh_every}")
-    if initial is not None and len(initial) != num_models:
-        raise ValueError(f"Soft-FL: {len(initial)} initial models given for K = {num_models}")
+def build_soft_fl(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> SoftFL:
+    a = cfg.algorithm
+    inits = orthogonal_adapter_inits(model, init, a.num_models, generator=torch.Generator().manual_seed(cfg.seed))
+    return SoftFL(infos, init, **multi_model_arguments(cfg), refresh_every=a.reassign_every, initial_models=inits)
+
+
+SPECS = (
+    MethodSpec(
+        SoftFL.name,
+        build_soft_fl,
+        "K global models from orthogonal adapters; each client trains and counts by soft accuracy weights",
+        multi_model=True,
+    ),
+)

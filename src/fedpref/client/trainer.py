@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from fedpref.client.losses import accuracy, pairwise_loss
+from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State, load_trainable_state, trainable_state
 from fedpref.models.encoded import EncodedPairs
 
@@ -117,3 +118,14 @@ class LocalTrainer:
         if not math.isfinite(loss):
             loss = float("inf")
         return EvalResult(loss=loss, accuracy=accuracy(margins), margins=margins)
+
+
+def optim_configs(cfg: ExperimentConfig) -> tuple[OptimConfig, OptimConfig]:
+    """The optimizer settings of the global phase and of personalization (which defaults to the former's)."""
+    t, p = cfg.train, cfg.personalization
+    common = dict(
+        beta1=t.beta1, beta2=t.beta2, weight_decay=t.weight_decay, precision=t.precision, eval_chunk=t.eval_batch_size
+    )
+    train = OptimConfig(t.lr, t.batch_size, **common)
+    pers = OptimConfig(p.lr or t.lr, p.batch_size or t.batch_size, **common)
+    return train, pers

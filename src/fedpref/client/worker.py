@@ -1,7 +1,7 @@
 """A client's encoded data and the one function that carries out a server task on it.
 
-Every engine calls `handle_task`; the reply holds only adapter weights and
-small statistics, never pairs.
+Every engine calls `answer` (which seeds the task's generator from its key and calls `handle_task`);
+the reply holds only adapter weights and small statistics, never pairs.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fedpref.client.personalize import personalize
 from fedpref.client.trainer import LocalTrainer
 from fedpref.client.variational import evaluate_selector, train_variational
 from fedpref.models.encoded import EncodedPairs
-from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, TRAIN, TRAIN_VARIATIONAL, Reply, Task
+from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, TRAIN, TRAIN_VARIATIONAL, Reply, Task, TaskKey
 
 
 @dataclass
@@ -31,6 +32,33 @@ def task_generator(seed: int, *parts: object) -> torch.Generator:
     """A generator seeded by (seed, parts): batches are reproducible whatever the order of tasks."""
     key = "/".join(str(p) for p in (seed, *parts))
     return torch.Generator().manual_seed(zlib.crc32(key.encode()))
+
+
+@dataclass
+class Trainers:
+    """What a client trains with: the global phase's and personalization's optimizers over the shared frozen
+    model, and the run's seed (each task's generator is seeded from it and the task's key)."""
+
+    train: LocalTrainer
+    personal: LocalTrainer
+    seed: int
+
+
+def generator_for(seed: int, task: Task, key: TaskKey) -> torch.Generator:
+    """The task's own generator: personalization by (method, client); any other task by its place in the run."""
+    if task.action == PERSONALIZE:
+        return task_generator(seed, key.method, PERSONALIZE, task.client_id)
+    return task_generator(seed, key.method, key.round, key.stage, task.client_id, key.index)
+
+
+def answer(task: Task, key: TaskKey, client: EncodedClient, trainers: Trainers) -> Reply:
+    """Carry out `task` on the client's own data, as every engine does."""
+    generator = generator_for(trainers.seed, task, key)
+    if task.action == PERSONALIZE:
+        checkpoints = task.payload["checkpoints"]
+        accuracies = personalize(trainers.personal, task.models[0], client.train, client.test, checkpoints, generator)
+        return Reply(client.client_id, len(client.train), metrics={"acc": accuracies}, tag=task.tag)
+    return handle_task(task, client, trainers.train, generator)
 
 
 def handle_task(task: Task, client: EncodedClient, trainer: LocalTrainer, generator: torch.Generator) -> Reply:

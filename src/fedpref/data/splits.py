@@ -6,8 +6,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from fedpref.data.pairs import PreferencePair
-from fedpref.errors import DataError
+from fedpref.errors import ConfigError, DataError
 
 
 @dataclass
@@ -51,3 +53,20 @@ def split_clients(pairs: Sequence[PreferencePair], val_pairs: int, test_pairs: i
             )
         )
     return out
+
+
+def pick_unseen(splits: list[ClientSplits], count: int, seed: int) -> list[str]:
+    """`count` client ids spread evenly over the true groups (round robin over shuffled groups), seeded."""
+    if count >= len(splits):
+        raise ConfigError(f"data.unseen_clients = {count} leaves no client for training ({len(splits)} clients)")
+    rng = np.random.default_rng(seed)
+    by_group: dict[str | None, list[str]] = {}
+    for s in splits:
+        by_group.setdefault(s.group, []).append(s.client_id)
+    queues = [list(rng.permutation(ids)) for _, ids in sorted(by_group.items(), key=lambda kv: str(kv[0]))]
+    picked: list[str] = []
+    while len(picked) < count:
+        for queue in queues:
+            if queue and len(picked) < count:
+                picked.append(str(queue.pop()))
+    return sorted(picked)

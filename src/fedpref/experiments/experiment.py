@@ -13,22 +13,31 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fedpref import __version__
+from fedpref.algorithms.registry import method_spec
 from fedpref.config import ExperimentConfig
 from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.errors import FedprefError
 from fedpref.experiments import outputs, plots, tables
-from fedpref.experiments.methods import build_algorithm
-from fedpref.experiments.runner import finish_method, run_global
+from fedpref.experiments.runner import INPROCESS, Checkpoints, Federation, execute_method, inprocess_federation
 from fedpref.experiments.setup import build_setup
+
+FLOWER = "flower"
+
+
+def pools_raw_data(name: str) -> bool:
+    """A centralized reference (CL, Multi-CL): it has no federated form, so it always runs in-process."""
+    return method_spec(name).centralized
 
 
 def run_experiment(
-    cfg: ExperimentConfig, run_dir: Path, console: Console, resume: bool = False, engine: str = "inprocess"
+    cfg: ExperimentConfig, run_dir: Path, console: Console, resume: bool = False, engine: str = INPROCESS
 ) -> dict:
     """Run every method of `cfg` and write config.toml, rounds.jsonl, results.json, table.md and the plots.
 
-    Checkpoints go to `run_dir/checkpoints`; with `resume`, the run continues from the last complete one
-    and ends with the same results as an uninterrupted run.
+    Federated methods run on `engine` ("inprocess" or "flower", the Simulation Engine); the centralized
+    references pool raw data, so they always run in-process. Checkpoints go to `run_dir/checkpoints` on both
+    engines; with `resume`, the run continues from the last complete one and ends with the same results as
+    an uninterrupted run.
     """
     store = CheckpointStore(run_dir / "checkpoints")
     saved = load_resume_state(store, cfg) if resume else None
@@ -43,17 +52,27 @@ def run_experiment(
         results["data"] = data_summary(cfg, setup)
         progress.update(task, total=1, completed=1)
         report = _reporter(progress)
+        local = inprocess_federation(cfg, setup, report)
         pending = [name for name in cfg.algorithm.methods if name not in results["methods"]]
-        if engine == "flower":  # the Flower Simulation Engine, without checkpoints (docs/flower.md)
-            from fedpref.engines.flower.run import run_flower_experiment
 
-            results["methods"] |= run_flower_experiment(pending, cfg, setup, report, log, run_dir / "models")
-            pending = []
-        for name in pending:
-            current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == name else None
-            results["methods"][name] = run_checkpointed(name, cfg, setup, store, results, log, current, report, run_dir)
-            store.save(checkpoint_payload(cfg, results, log.records, None))
-            outputs.write_json(results, run_dir / "results.json")
+        def run_pending(federation: Federation) -> None:
+            for name in pending:
+                current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == name else None
+                chosen = local if pools_raw_data(name) else federation
+                result = run_checkpointed(name, cfg, chosen, setup, store, results, log, current, report, run_dir)
+                if chosen is not federation:
+                    result["engine"] = "inprocess (centralized reference: pools raw data, not federated)"
+                results["methods"][name] = result
+                store.save(checkpoint_payload(cfg, results, log.records, None))
+                outputs.write_json(results, run_dir / "results.json")
+
+        if engine == FLOWER and not all(pools_raw_data(name) for name in pending):
+            from fedpref.engines.flower.run import run_simulated
+
+            memory_dir = run_dir / "checkpoints" / "clients"  # each client's own memory snapshots (for resuming)
+            run_simulated(cfg, lambda transport: run_pending(flower_federation(transport)), memory_dir=memory_dir)
+        else:
+            run_pending(local)
     results["timing"] = {"wall_s": round(time.perf_counter() - started, 1)}
     outputs.write_json(results, run_dir / "results.json")
     (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
@@ -63,6 +82,11 @@ def run_experiment(
     _print_tables(results, console)
     console.print(f"wrote {run_dir} in {results['timing']['wall_s']} s")
     return results
+
+
+def flower_federation(transport) -> Federation:
+    """The clients the Flower transport found on the grid (in split order), reached through it."""
+    return Federation(transport, transport.peers.infos, list(transport.peers.held_out), FLOWER)
 
 
 def new_results(cfg: ExperimentConfig) -> dict:
@@ -86,63 +110,15 @@ def data_summary(cfg: ExperimentConfig, setup) -> dict:
     }
 
 
-def run_checkpointed(name, cfg, setup, store, results, log, current, report, run_dir) -> dict:
-    """One method's global phase with checkpoints (restored from `current` when resuming), then personalization."""
-    started = time.perf_counter()
-    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
-    start_round = 0
-    clear_memories(setup.clients)  # a client's private state belongs to one method's run
-    if current is not None:
-        vars(algorithm).update(current["algorithm"])
-        restore_memories(setup.clients, current.get("client_memory", {}))
-        start_round = current["next_round"]
+def run_checkpointed(name, cfg, federation, setup, store, results, log, current, report, run_dir) -> dict:
+    """One method, checkpointed (restored from `current` when resuming); its `results.json` entry."""
 
-    def on_round(record: dict) -> None:
-        log(record)
-        if should_checkpoint(algorithm, record["round"], cfg.federation.checkpoint_every):
-            state = {
-                "name": name,
-                "next_round": record["round"] + 1,
-                "algorithm": vars(algorithm),
-                "client_memory": client_memories(setup.clients),
-            }
-            store.save(checkpoint_payload(cfg, results, log.records, state))
+    def save(state: dict) -> None:
+        store.save(checkpoint_payload(cfg, results, log.records, state))
 
-    records = run_global(algorithm, cfg, setup, report, on_round, start_round)
-    result = finish_method(algorithm, cfg, setup, report, run_dir / "models")
-    result["timing"] = {
-        "wall_s": round(time.perf_counter() - started, 2),
-        "global_s": sum(r["wall_s"] for r in records),
-    }
+    checkpoints = Checkpoints(save, cfg.federation.checkpoint_every, current)
+    result, _ = execute_method(name, cfg, federation, setup, report, log, run_dir / "models", checkpoints)
     return result
-
-
-def client_memories(clients) -> dict[str, dict]:
-    """Each client's private state (e.g. FedVPA-GP's Gumbel logits): a simulation checkpoint holds it for them."""
-    memories = getattr(clients, "memories", None)  # OnDemandClients keeps memories apart from encodings
-    if memories is None:
-        memories = {cid: c.memory for cid, c in clients.items()}
-    return {cid: m for cid, m in memories.items() if m}
-
-
-def restore_memories(clients, saved: dict[str, dict]) -> None:
-    stored = getattr(clients, "memories", None)
-    for cid, memory in saved.items():
-        target = stored.setdefault(cid, {}) if stored is not None else clients[cid].memory
-        target.clear()
-        target.update(memory)
-
-
-def clear_memories(clients) -> None:
-    for memory in client_memories(clients).values():
-        memory.clear()
-
-
-def should_checkpoint(algorithm, round_idx: int, every: int) -> bool:
-    """Every `every` rounds, at the end of each phase of the algorithm, and at the end of the global phase."""
-    done = round_idx + 1
-    phase_ends = set(getattr(algorithm, "phase_end_rounds", ())) | {algorithm.num_rounds, algorithm.num_rounds + 1}
-    return done in phase_ends or (every > 0 and done % every == 0)
 
 
 def checkpoint_payload(cfg: ExperimentConfig, results: dict, rounds: list[dict], current: dict | None) -> dict:

@@ -1,53 +1,76 @@
-"""Run an experiment: every configured method's global phase, then every client's personalization."""
+"""Run one method on any engine: build it, run the round loop (with checkpoints), finish it, time it."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.centralized import Centralized
-from fedpref.client.personalize import personalize
-from fedpref.client.trainer import LocalTrainer, OptimConfig
-from fedpref.client.worker import EncodedClient, concat, handle_task, task_generator
+from fedpref.algorithms.registry import build_algorithm
+from fedpref.client.trainer import LocalTrainer, optim_configs
+from fedpref.client.worker import EncodedClient, Trainers, concat, task_generator
 from fedpref.config import ExperimentConfig
-from fedpref.engines.inprocess import run_rounds
-from fedpref.experiments.methods import build_algorithm
+from fedpref.engines.inprocess import InProcessTransport
+from fedpref.engines.loop import Transport, finish_method, run_rounds
 from fedpref.experiments.setup import Setup
 from fedpref.models.adapters import State
 from fedpref.protocol import ClientInfo
 
 Progress = Callable[[str, int, int], None]  # (what, done, total)
+INPROCESS = "inprocess"
 
 
-def optim_configs(cfg: ExperimentConfig) -> tuple[OptimConfig, OptimConfig]:
-    t, p = cfg.train, cfg.personalization
-    common = dict(
-        beta1=t.beta1, beta2=t.beta2, weight_decay=t.weight_decay, precision=t.precision, eval_chunk=t.eval_batch_size
-    )
-    train = OptimConfig(t.lr, t.batch_size, **common)
-    pers = OptimConfig(p.lr or t.lr, p.batch_size or t.batch_size, **common)
-    return train, pers
+@dataclass
+class Federation:
+    """Who takes part and how to reach them: every client in split order (held-out ones included)."""
+
+    transport: Transport
+    clients: list[ClientInfo]
+    held_out: list[str] = field(default_factory=list)  # unseen clients: never trained, still evaluated
+    engine: str = INPROCESS
+
+    def trained(self) -> list[ClientInfo]:
+        return [c for c in self.clients if c.client_id not in self.held_out]
 
 
-def engine_clients(algorithm: Algorithm, setup: Setup) -> dict[str, EncodedClient]:
-    """The clients an algorithm talks to: the real ones, or pooled ones for the centralized references."""
-    if not isinstance(algorithm, Centralized):
-        return setup.clients
+@dataclass
+class Checkpoints:
+    """Where a method's global phase saves its progress (`save` gets the method's state) and what it resumes."""
+
+    save: Callable[[dict], None]
+    every: int = 0
+    resume_from: dict | None = None  # the method's saved state: next_round, algorithm, client_memory
+
+
+def trainers(cfg: ExperimentConfig, model: nn.Module) -> Trainers:
+    train_opt, pers_opt = optim_configs(cfg)
+    return Trainers(LocalTrainer(model, train_opt), LocalTrainer(model, pers_opt), cfg.seed)
+
+
+def inprocess_federation(cfg: ExperimentConfig, setup: Setup, progress: Progress | None = None) -> Federation:
+    """Every client of `setup` in this process."""
+    transport = InProcessTransport(setup.clients, trainers(cfg, setup.model), progress)
+    return Federation(transport, every_client(setup), list(setup.unseen))
+
+
+def every_client(setup: Setup) -> list[ClientInfo]:
+    return [ClientInfo(s.client_id, len(s.train), s.group) for s in setup.splits]
+
+
+def pooled_transport(algorithm: Centralized, cfg: ExperimentConfig, setup: Setup) -> InProcessTransport:
+    """The centralized references' clients: one pool of raw training pairs per model (not federated)."""
     pools = {}
     for pool in algorithm.pools:
         members = [c for cid, c in setup.seen_clients().items() if algorithm.pool_of(cid) == pool]
-        parts = [
-            concat([m.train for m in members]),
-            concat([m.val for m in members]),
-            concat([m.test for m in members]),
-        ]
+        parts = (concat([getattr(m, split) for m in members]) for split in ("train", "val", "test"))
         pools[pool] = EncodedClient(pool, None, *parts)
-    return pools
+    return InProcessTransport(pools, trainers(cfg, setup.model))
 
 
 def run_method(
@@ -58,97 +81,68 @@ def run_method(
     on_round: Callable[[dict], None] | None = None,
     models_dir: Path | None = None,
 ) -> tuple[dict, list[dict]]:
-    """Global phase and personalization of one method: its `results.json` entry and its round log."""
-    start = time.perf_counter()
-    algorithm = build_algorithm(name, cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
-    log = run_global(algorithm, cfg, setup, progress, on_round)
-    result = finish_method(algorithm, cfg, setup, progress, models_dir)
-    result["timing"] = {"wall_s": round(time.perf_counter() - start, 2), "global_s": sum(r["wall_s"] for r in log)}
+    """One method in-process, without checkpoints: its `results.json` entry and its round log."""
+    return execute_method(name, cfg, inprocess_federation(cfg, setup, progress), setup, progress, on_round, models_dir)
+
+
+def execute_method(
+    name: str,
+    cfg: ExperimentConfig,
+    federation: Federation,
+    setup: Setup | None,
+    progress: Progress | None = None,
+    on_round: Callable[[dict], None] | None = None,
+    models_dir: Path | None = None,
+    checkpoints: Checkpoints | None = None,
+    model: tuple[nn.Module, State] | None = None,
+) -> tuple[dict, list[dict]]:
+    """Build `name`, run its global phase over the federation's transport (resuming and checkpointing with
+    `checkpoints`), then every client's personalization; with `setup` (this process holds the clients: the
+    in-process engine, a simulation) also the diagnostics. `model`: (reward model, initial state) when no setup."""
+    started = time.perf_counter()
+    reward_model, init = model or (setup.model, setup.init_state)
+    algorithm = build_algorithm(name, cfg, federation.trained(), init, reward_model, federation.held_out)
+    rounds_transport = federation.transport
+    if isinstance(algorithm, Centralized):
+        rounds_transport = pooled_transport(algorithm, cfg, setup)
+    start_round, saved = 0, checkpoints.resume_from if checkpoints else None
+    if saved is not None:
+        vars(algorithm).update(saved["algorithm"])
+        start_round = saved["next_round"]
+    rounds_transport.begin_method(name, start_round, saved.get("client_memory") if saved else None)
+
+    def save(next_round: int) -> None:
+        state = {"name": name, "next_round": next_round, "algorithm": vars(algorithm)}
+        checkpoints.save(state | {"client_memory": rounds_transport.memories()})
+
+    def round_done(record: dict) -> None:
+        if progress:
+            progress(f"{name}: rounds", min(record["round"] + 1, algorithm.num_rounds), algorithm.num_rounds)
+        if on_round:
+            on_round(record)
+
+    every = cfg.federation.checkpoint_every
+    log = run_rounds(algorithm, rounds_transport, round_done, start_round, save if checkpoints else None, every)
+    result, inits = finish_method(algorithm, federation.transport, federation.clients, cfg.personalization.steps)
+    if models_dir is not None:
+        save_initializations(inits, models_dir / f"{name}.pt")
+    if setup is not None and cfg.diagnostics.enabled:
+        result["diagnostics"] = run_diagnostics(name, inits, cfg, setup)
+    result["timing"] = {"wall_s": round(time.perf_counter() - started, 2), "global_s": sum(r["wall_s"] for r in log)}
+    if federation.engine != INPROCESS:
+        result["engine"] = federation.engine
     return result, log
 
 
 def run_global(
-    algorithm: Algorithm,
-    cfg: ExperimentConfig,
-    setup: Setup,
-    progress: Progress | None = None,
-    on_round: Callable[[dict], None] | None = None,
-    start_round: int = 0,
+    algorithm: Algorithm, cfg: ExperimentConfig, setup: Setup, progress: Progress | None = None
 ) -> list[dict]:
-    """The global (federated or centralized) phase, in the in-process engine."""
-    train_opt, _ = optim_configs(cfg)
-
-    def round_done(record: dict) -> None:
-        if progress:
-            progress(f"{algorithm.name}: rounds", min(record["round"] + 1, algorithm.num_rounds), algorithm.num_rounds)
-        if on_round:
-            on_round(record)
-
-    trainer = LocalTrainer(setup.model, train_opt)
-    return run_rounds(algorithm, engine_clients(algorithm, setup), trainer, cfg.seed, round_done, start_round)
-
-
-def initializations(algorithm: Algorithm, setup: Setup) -> dict[str, State]:
-    """Every client's starting point for personalization."""
-    return {cid: algorithm.initialization(cid) for cid in setup.clients}
-
-
-def finish_method(
-    algorithm: Algorithm,
-    cfg: ExperimentConfig,
-    setup: Setup,
-    progress: Progress | None = None,
-    models_dir: Path | None = None,
-) -> dict:
-    """Personalization of every client (and the diagnostics, when enabled) from the method's initializations.
-
-    With `models_dir`, the initializations are saved as `<models_dir>/<method>.pt` (see `save_initializations`).
-    """
-    _, pers_opt = optim_configs(cfg)
-    inits = initializations(algorithm, setup)
-    if models_dir is not None:
-        save_initializations(inits, models_dir / f"{algorithm.name}.pt")
-    curves = personalize_all(algorithm.name, inits, cfg, setup, LocalTrainer(setup.model, pers_opt), progress)
-    result = {
-        "personalization": curves,
-        "diagnostics": run_diagnostics(algorithm.name, inits, cfg, setup) if cfg.diagnostics.enabled else {},
-        "assignments": [h for h in algorithm.history if "assignment" in h],
-    }
-    add_partition_ari(result, setup.infos)
-    if hasattr(algorithm, "selector_tasks"):
-        result["selector"] = evaluate_selector(algorithm, cfg, setup)
-    return result
-
-
-def add_partition_ari(result: dict, infos: list[ClientInfo]) -> None:
-    """`result["partition_ari"]`: the method's final partition (FedGD's frozen groups, FedBiscuit's final
-    selection) against the true groups, when every client's true group is known."""
-    from fedpref.experiments.summary import partition_ari
-
-    truth = {c.client_id: c.true_group for c in infos}
-    if None not in truth.values() and (ari := partition_ari(result["assignments"], truth)) is not None:
-        result["partition_ari"] = ari
-
-
-def evaluate_selector(algorithm, cfg: ExperimentConfig, setup: Setup) -> dict:
-    """A latent-conditioned method's own evaluation (FedVPA-GP paper, Tables 1-2): seen and unseen clients.
-
-    Each client's z comes from its own training pairs, with no parameter update, so held-out clients are
-    evaluated exactly like the others.
-    """
-    trainer = LocalTrainer(setup.model, optim_configs(cfg)[0])
-    out = {"seen": ask_selector(algorithm, setup.seen_clients(), trainer)}
-    if setup.unseen:
-        out["unseen"] = ask_selector(algorithm, setup.unseen_clients(), trainer)
-    out["latent_trace"] = algorithm.latent_trace
-    return out
-
-
-def ask_selector(algorithm, clients: dict[str, EncodedClient], trainer: LocalTrainer) -> dict:
-    """Carry the selector's evaluation tasks to `clients` in this process and summarize the replies."""
-    tasks = algorithm.selector_tasks(list(clients))
-    replies = [handle_task(t, clients[t.client_id], trainer, torch.Generator()) for t in tasks]
-    return algorithm.summarize_selector(replies)
+    """Only the global phase of an algorithm already built, in-process (stage 2 and tests)."""
+    transport = inprocess_federation(cfg, setup, progress).transport
+    if isinstance(algorithm, Centralized):
+        transport = pooled_transport(algorithm, cfg, setup)
+    transport.begin_method(algorithm.name)
+    return run_rounds(algorithm, transport)
 
 
 def save_initializations(inits: dict[str, State], path: Path) -> None:
@@ -187,38 +181,3 @@ def run_diagnostics(name: str, inits: dict[str, State], cfg: ExperimentConfig, s
         body_fraction=d.body_fraction,
         chunk=cfg.train.eval_batch_size,
     )
-
-
-def personalize_all(
-    name: str,
-    inits: dict[str, State],
-    cfg: ExperimentConfig,
-    setup: Setup,
-    trainer: LocalTrainer,
-    progress: Progress | None,
-) -> dict:
-    """acc^t for every client at every checkpoint t; mean/std over clients and mean per true group."""
-    steps = cfg.personalization.steps
-    per_client = {}
-    for i, (cid, client) in enumerate(setup.clients.items()):
-        generator = task_generator(cfg.seed, name, "personalize", cid)
-        per_client[cid] = personalize(trainer, inits[cid], client.train, client.test, steps, generator)
-        if progress:
-            progress(f"{name}: personalization", i + 1, len(setup.clients))
-    return summarize_curves(steps, per_client, {cid: c.group for cid, c in setup.clients.items()})
-
-
-def summarize_curves(steps: list[int], per_client: dict[str, list[float]], groups: dict[str, str | None]) -> dict:
-    """Mean and (population) std over clients per checkpoint, and the mean per group."""
-    columns = list(zip(*per_client.values()))
-    by_group: dict[str, list[float]] = {}
-    for g in sorted({g for g in groups.values() if g is not None}):
-        members = [per_client[c] for c in per_client if groups[c] == g]
-        by_group[g] = [round(statistics.fmean(col), 2) for col in zip(*members)]
-    return {
-        "steps": list(steps),
-        "acc_mean": [round(statistics.fmean(col), 2) for col in columns],
-        "acc_std": [round(statistics.pstdev(col), 2) for col in columns],
-        "by_group": by_group,
-        "per_client": per_client,
-    }

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedpref.engines.loop import partition_ari
 from fedpref.errors import FedprefError
 
 # t_{0.975, df} for df = 1..30 (scipy.stats.t.ppf, 4 decimals). Beyond 30 the Cornish-Fisher expansion of the
@@ -83,18 +84,6 @@ def paired_difference(seeds: Sequence[tuple[dict[str, float], dict[str, float]]]
     if len(diffs) == 1:
         return estimate(diffs[0]), "client"
     return estimate([statistics.fmean(d) for d in diffs]), "seed"
-
-
-def partition_ari(assignments: list[dict], truth: dict[str, str]) -> float | None:
-    """ARI of the last frozen (FedGD) or final-selection (FedBiscuit) assignment against `truth`; None without one."""
-    from sklearn.metrics import adjusted_rand_score
-
-    final = [a for a in assignments if a.get("frozen") or a.get("final_selection")]
-    if not final:
-        return None
-    found = final[-1]["assignment"]
-    clients = sorted(c for c in found if c in truth)
-    return round(float(adjusted_rand_score([truth[c] for c in clients], [found[c] for c in clients])), 4)
 
 
 def true_groups(config: dict) -> dict[str, str]:

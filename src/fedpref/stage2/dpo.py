@@ -1,17 +1,13 @@
-"""Stage 2 training: on-policy conditional DPO on the server (Algorithm 1 lines 19-23) and the FedDPO baseline."""
+"""Stage 2 training: on-policy conditional DPO (Algorithm 1 lines 19-23), the step FedDPO's clients run too."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from fedpref.algorithms.aggregation import uniform_average
-from fedpref.algorithms.sampling import uniform_sample
-from fedpref.models.adapters import load_trainable_state
 from fedpref.stage2.generation import Samples, Sampling, sample
 from fedpref.stage2.judges import Judge
 from fedpref.stage2.losses import dpo_loss, sequence_logps
@@ -113,44 +109,3 @@ def train_dpo(
             record.update(dpo_update(policy, optimizer, pairs, contexts[key], settings.beta))
         history.append(record)
     return history
-
-
-@dataclass(frozen=True)
-class FedSettings:
-    rounds: int = 50  # Table 4, RL training: 50 rounds of 30 local steps
-    clients_per_round: int = 5
-    local_steps: int = 30
-
-
-def run_feddpo(
-    policy: ConditionalPolicy,
-    tokenizer,
-    client_prompts: dict[str, list[str]],
-    client_groups: dict[str, str],
-    judge: Judge,
-    settings: DPOSettings,
-    fed: FedSettings,
-    sampling: Sampling,
-    seed: int,
-) -> list[dict]:
-    """FedDPO (Ye et al., 2024): each sampled client runs local on-policy DPO of the global policy with its own
-    labels (the judge under its group) on its own prompts; the server averages the LoRA weights uniformly.
-    Only the adapters travel. `policy` should have latent_dim = 0; it ends holding the global adapters.
-    """
-    rng, local = np.random.default_rng(seed), replace(settings, steps=fed.local_steps)
-    global_state, rounds = policy.adapter_state(), []
-    for r in range(fed.rounds):
-        sampled = uniform_sample(list(client_prompts), fed.clients_per_round, rng)
-        states, losses = [], []
-        for i, cid in enumerate(sampled):
-            load_trainable_state(policy, global_state)
-            contexts = {client_groups[cid]: None}
-            hist = train_dpo(
-                policy, tokenizer, client_prompts[cid], contexts, judge, local, sampling, seed + 7919 * r + i
-            )
-            states.append(policy.adapter_state())
-            losses += [h["loss"] for h in hist if "loss" in h]
-        global_state = uniform_average(states)
-        rounds.append({"round": r, "sampled": sampled, "loss": statistics.fmean(losses) if losses else None})
-    load_trainable_state(policy, global_state)
-    return rounds

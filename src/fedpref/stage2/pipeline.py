@@ -11,17 +11,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fedpref.client.trainer import LocalTrainer
+from fedpref.algorithms.registry import build_algorithm
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
-from fedpref.experiments.methods import build_algorithm
-from fedpref.experiments.runner import ask_selector, optim_configs, run_global
+from fedpref.engines.loop import ask_selector, run_rounds
+from fedpref.experiments.runner import inprocess_federation
 from fedpref.experiments.setup import build_setup
 from fedpref.models.adapters import load_trainable_state
 from fedpref.models.variational import variational_model
 from fedpref.stage2.config import Stage2Config
-from fedpref.stage2.dpo import DPOSettings, FedSettings, run_feddpo, train_dpo
+from fedpref.stage2.dpo import DPOSettings, train_dpo
 from fedpref.stage2.evaluate import win_rates
+from fedpref.stage2.feddpo import FedSettings, run_feddpo
 from fedpref.stage2.generation import Sampling, sample
 from fedpref.stage2.judges import ChatJudge, Judge, MarginJudge, OracleJudge
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
@@ -78,9 +79,11 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
     ]
     ecfg = load_config(None, items)
     setup = build_setup(ecfg)
-    algorithm = build_algorithm(s.method, ecfg, setup.infos, setup.init_state, setup.model, setup.unseen)
-    run_global(algorithm, ecfg, setup)
-    evaluation = ask_selector(algorithm, dict(setup.clients), LocalTrainer(setup.model, optim_configs(ecfg)[0]))
+    federation = inprocess_federation(ecfg, setup)
+    algorithm = build_algorithm(s.method, ecfg, federation.trained(), setup.init_state, setup.model, setup.unseen)
+    federation.transport.begin_method(s.method)
+    run_rounds(algorithm, federation.transport)
+    evaluation = ask_selector(algorithm, federation.transport, list(setup.clients), "selector")
     selector = variational_model(setup.model, algorithm.spec)
     load_trainable_state(selector, algorithm.global_state)
     latents = {}

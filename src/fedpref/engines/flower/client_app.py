@@ -1,25 +1,25 @@
-"""The Flower ClientApp: a node builds its own client (its partition's data, the model) and answers with handle_task."""
+"""The Flower ClientApp: a node builds its own client (its partition's data, the model) and answers each task."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 from torch import nn
 
-from fedpref.client.personalize import personalize
-from fedpref.client.trainer import LocalTrainer
-from fedpref.client.worker import EncodedClient, handle_task, task_generator
+from fedpref.client.trainer import LocalTrainer, optim_configs
+from fedpref.client.worker import EncodedClient, Trainers, answer
 from fedpref.config import ExperimentConfig
-from fedpref.data.splits import split_clients
+from fedpref.data.load import load_pairs
+from fedpref.data.splits import pick_unseen, split_clients
 from fedpref.engines.flower import messages as m
 from fedpref.engines.flower.appconfig import experiment_config
-from fedpref.experiments.runner import optim_configs
-from fedpref.experiments.setup import load_pairs, pick_unseen
 from fedpref.models.factory import build_reward_model
-from fedpref.protocol import ClientInfo
+from fedpref.protocol import RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
 
 ConfigSource = Callable[[Context], ExperimentConfig]
 
@@ -31,10 +31,7 @@ class Node:
     client: EncodedClient
     info: ClientInfo
     held_out: bool  # an unseen client: evaluated, never trained (data.unseen_clients)
-    trainer: LocalTrainer
-    personal: LocalTrainer
-    seed: int
-    steps: list[int]
+    trainers: Trainers
 
 
 # Per process: a simulation worker serves many partitions and keeps them; a deployed node starts afresh.
@@ -69,9 +66,9 @@ def build_node(cfg: ExperimentConfig, partition_id: int, num_partitions: int) ->
     client = EncodedClient(s.client_id, s.group, model.encode(s.train), model.encode(s.val), model.encode(s.test))
     train_opt, pers_opt = optim_configs(cfg)
     info = ClientInfo(s.client_id, len(s.train), s.group)
-    trainers = LocalTrainer(model, train_opt), LocalTrainer(model, pers_opt)
+    trainers = Trainers(LocalTrainer(model, train_opt), LocalTrainer(model, pers_opt), cfg.seed)
     unseen = pick_unseen(splits, cfg.data.unseen_clients, cfg.seed) if cfg.data.unseen_clients else []
-    return Node(client, info, s.client_id in unseen, *trainers, cfg.seed, cfg.personalization.steps)
+    return Node(client, info, s.client_id in unseen, trainers)
 
 
 def answer_partition(msg: Message, cfg: ExperimentConfig, context: Context) -> Message:
@@ -82,15 +79,17 @@ def answer_partition(msg: Message, cfg: ExperimentConfig, context: Context) -> M
     return Message(m.info_to_content(node.info, partition_id, num_partitions, node.held_out), reply_to=msg)
 
 
-def answer_task(msg: Message, node: Node, context: Context) -> Message:
-    """Carry out a task with the same seeded generator as the in-process engine (and the client's own memory)."""
+def answer_task(msg: Message, node: Node, context: Context, memory_dir: Path | None) -> Message:
+    """Carry out a task as the in-process engine does (same seeded generator), with the client's own memory."""
     task, key = m.content_to_task(msg.content)
     if task.client_id != node.client.client_id or m.message_type(task.action) != msg.metadata.message_type:
         raise ValueError(f"task {task.action} for {task.client_id} reached {node.client.client_id}")
-    generator = task_generator(node.seed, key.method, key.round, key.stage, task.client_id, key.index)
-    restore_memory(node.client, context, key.method)
-    reply = handle_task(task, node.client, node.trainer, generator)
-    keep_memory(node.client, context, key.method)
+    if task.action == RESTORE_MEMORY:
+        reply = restore_snapshot(node.client, task, key, context, memory_dir)
+    else:
+        restore_memory(node.client, context, key.method)
+        reply = answer(task, key, node.client, node.trainers)
+        keep_memory(node.client, context, key, memory_dir)
     return Message(m.reply_to_content(reply, key.index), reply_to=msg)
 
 
@@ -98,49 +97,63 @@ def restore_memory(client: EncodedClient, context: Context, method: str) -> None
     """The client's private memory lives in the node's Context.state, which Flower keeps across messages
     (a simulation worker may serve several partitions; a deployed node starts a fresh process per message).
     Each method has its own, as each in-process method run starts with empty memories."""
-    if hasattr(client, "memory"):
-        record = context.state.config_records.get(f"{m.MEMORY}.{method}")
-        client.memory = m.record_to_memory(record) if record is not None else {}
+    record = context.state.config_records.get(f"{m.MEMORY}.{method}")
+    client.memory = m.record_to_memory(record) if record is not None else {}
 
 
-def keep_memory(client: EncodedClient, context: Context, method: str) -> None:
-    if getattr(client, "memory", None):
-        context.state[f"{m.MEMORY}.{method}"] = m.memory_to_record(client.memory)
+def keep_memory(client: EncodedClient, context: Context, key: TaskKey, memory_dir: Path | None) -> None:
+    """Back into Context.state; with a memory folder also a snapshot per round on the node's own disk, from
+    which a resumed run restores it (Context.state does not outlive the run)."""
+    if not client.memory:
+        return
+    context.state[f"{m.MEMORY}.{key.method}"] = m.memory_to_record(client.memory)
+    if memory_dir is not None and isinstance(key.round, int):
+        path = snapshot_path(memory_dir, client.client_id, key.method, key.round)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(client.memory), encoding="utf-8")
+        tmp.replace(path)
 
 
-def answer_personalize(msg: Message, node: Node) -> Message:
-    """The client's local phase: fine-tune the given initialization alone; report test accuracy per checkpoint."""
-    client_id, method, init = m.content_to_personalize(msg.content)
-    if client_id != node.client.client_id:
-        raise ValueError(f"personalization for {client_id} reached {node.client.client_id}")
-    generator = task_generator(node.seed, method, "personalize", client_id)
-    c = node.client
-    accuracies = personalize(node.personal, init, c.train, c.test, node.steps, generator)
-    return Message(m.curve_to_content(client_id, accuracies), reply_to=msg)
+def snapshot_path(memory_dir: Path, client_id: str, method: str, round_idx: int) -> Path:
+    return memory_dir / client_id / method / f"round-{round_idx:06d}.json"
 
 
-def make_client_app(source: ConfigSource) -> ClientApp:
-    """A ClientApp whose experiment config comes from `source` (the run config, or a fixed config)."""
+def restore_snapshot(
+    client: EncodedClient, task: Task, key: TaskKey, context: Context, memory_dir: Path | None
+) -> Reply:
+    """Resuming before round `before_round`: the memory of the client's last snapshot from an earlier round."""
+    before = int(task.payload["before_round"])
+    earlier = []
+    if memory_dir is not None:
+        folder = memory_dir / client.client_id / key.method
+        earlier = sorted(p for p in folder.glob("round-*.json") if int(p.stem[len("round-") :]) < before)
+    client.memory = json.loads(earlier[-1].read_text(encoding="utf-8")) if earlier else {}
+    context.state[f"{m.MEMORY}.{key.method}"] = m.memory_to_record(client.memory)
+    return Reply(client.client_id, len(client.train), metrics={"restored": len(earlier) > 0})
+
+
+def make_client_app(source: ConfigSource, memory_dir: Path | None = None) -> ClientApp:
+    """A ClientApp whose experiment config comes from `source` (the run config, or a fixed config); private
+    memory snapshots go to `memory_dir` (else the node config's `memory-dir`, if set)."""
     app = ClientApp()
 
     def node(context: Context) -> Node:
         return node_for(source(context), *partition_of(context))
 
-    @app.train()
-    def train(msg: Message, context: Context) -> Message:
-        return answer_task(msg, node(context), context)
+    def snapshots(context: Context) -> Path | None:
+        configured = context.node_config.get("memory-dir")
+        return memory_dir or (Path(str(configured)).expanduser() if configured else None)
 
-    @app.evaluate()
-    def evaluate(msg: Message, context: Context) -> Message:
-        return answer_task(msg, node(context), context)
+    def handle(msg: Message, context: Context) -> Message:
+        return answer_task(msg, node(context), context, snapshots(context))
+
+    for register in (app.train(), app.evaluate(), app.query("personalize"), app.query("restore_memory")):
+        register(handle)
 
     @app.query("partition")
     def partition(msg: Message, context: Context) -> Message:
         return answer_partition(msg, source(context), context)
-
-    @app.query("personalize")
-    def personalize_(msg: Message, context: Context) -> Message:
-        return answer_personalize(msg, node(context))
 
     return app
 

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedpref.models.adapters import State
-from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, ClientInfo, Reply, Task
+from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
 
 TASK, REPLY, METRICS, STATE, MODEL = "fedpref.task", "fedpref.reply", "fedpref.metrics", "fedpref.state", "model."
 PAYLOAD, MEMORY = "fedpref.payload", "fedpref.memory"
-
-
-@dataclass(frozen=True)
-class TaskKey:
-    """Where a task sits in the run: the parts of its torch.Generator's seed, and its place in the stage."""
-
-    method: str
-    round: int
-    stage: int
-    index: int
 
 
 def state_to_record(state: State) -> ArrayRecord:
@@ -54,7 +43,10 @@ def _is_number(value: Any) -> bool:
 
 
 def message_type(action: str) -> str:
-    """The Flower message type of a task: "evaluate" for evaluation, "train" for every kind of training."""
+    """The Flower message type of a task: "evaluate" for evaluation, a query for the local phase and for a
+    memory restore, "train" for every kind of training."""
+    if action in (PERSONALIZE, RESTORE_MEMORY):
+        return f"query.{action}"
     return "evaluate" if action in (EVALUATE, EVALUATE_SELECTOR) else "train"
 
 
@@ -81,7 +73,7 @@ def task_to_content(task: Task, key: TaskKey) -> RecordDict:
             "tag": _dump(task.tag),
             "num_models": len(task.models),
             "method": key.method,
-            "round": key.round,
+            "round": _dump(key.round),  # a number, or "personalize"
             "stage": key.stage,
             "index": key.index,
         }
@@ -89,7 +81,7 @@ def task_to_content(task: Task, key: TaskKey) -> RecordDict:
     content = RecordDict({TASK: config})
     for k, model in enumerate(task.models):
         content[f"{MODEL}{k}"] = state_to_record(model)
-    if payload := getattr(task, "payload", None):
+    if payload := task.payload:
         arrays, config["payload"] = _split_payload(payload)
         content[PAYLOAD] = arrays
     return content
@@ -100,7 +92,7 @@ def content_to_task(content: RecordDict) -> tuple[Task, TaskKey]:
     models = [record_to_state(content.array_records[f"{MODEL}{k}"]) for k in range(int(c["num_models"]))]
     extra = {"payload": _join_payload(content.array_records.get(PAYLOAD), str(c["payload"]))} if "payload" in c else {}
     task = Task(str(c["client_id"]), str(c["action"]), models, int(c["steps"]), json.loads(str(c["tag"])), **extra)
-    key = TaskKey(str(c["method"]), int(c["round"]), int(c["stage"]), int(c["index"]))
+    key = TaskKey(str(c["method"]), json.loads(str(c["round"])), int(c["stage"]), int(c["index"]))
     return task, key
 
 
@@ -161,27 +153,6 @@ def content_to_info(content: RecordDict) -> tuple[ClientInfo, int, int]:
 def content_held_out(content: RecordDict) -> bool:
     """Whether the answering node's client is held out of the global phase (an unseen client)."""
     return bool(content.config_records[REPLY].get("held_out", False))
-
-
-def personalize_to_content(client_id: str, method: str, init: State) -> RecordDict:
-    """The personalization request: the model client `client_id` starts from."""
-    config = ConfigRecord({"client_id": client_id, "method": method})
-    return RecordDict({TASK: config, f"{MODEL}0": state_to_record(init)})
-
-
-def content_to_personalize(content: RecordDict) -> tuple[str, str, State]:
-    c = content.config_records[TASK]
-    return str(c["client_id"]), str(c["method"]), record_to_state(content.array_records[f"{MODEL}0"])
-
-
-def curve_to_content(client_id: str, accuracies: list[float]) -> RecordDict:
-    config = ConfigRecord({"client_id": client_id})
-    return RecordDict({REPLY: config, METRICS: MetricRecord({"acc": [float(a) for a in accuracies]})})
-
-
-def content_to_curve(content: RecordDict) -> tuple[str, list[float]]:
-    client_id = str(content.config_records[REPLY]["client_id"])
-    return client_id, list(content.metric_records[METRICS]["acc"])
 
 
 def memory_to_record(memory: dict[str, Any]) -> ConfigRecord:

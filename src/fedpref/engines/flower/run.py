@@ -1,20 +1,21 @@
-"""Run methods through Flower's Simulation Engine, returning what the in-process runner returns."""
+"""Flower's Simulation Engine as a transport: start it, find the nodes, run the caller's methods over the Grid."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from fedpref.algorithms.base import Algorithm
 from fedpref.config import ExperimentConfig
+from fedpref.data.load import load_pairs
 from fedpref.data.splits import split_clients
-from fedpref.engines.flower.appconfig import DEFAULT_NODE_WAIT_S, DEFAULT_REPLY_TIMEOUT_S, ServerSettings
-from fedpref.experiments.setup import Setup, load_pairs
+from fedpref.engines.flower.appconfig import DEFAULT_NODE_WAIT_S, DEFAULT_REPLY_TIMEOUT_S
 
-CENTRALIZED_METHODS = ("CL", "Multi-CL")  # they pool raw data, so they have no federated form
-Progress = Callable[[str, int, int], None]
+if TYPE_CHECKING:
+    from fedpref.engines.flower.server_app import GridTransport
+
+T = TypeVar("T")
 QUIET_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
@@ -48,99 +49,39 @@ def backend_config(cfg: ExperimentConfig, cpus_per_client: float) -> dict[str, A
     }
 
 
-def run_flower_simulation(
+def run_simulated(
     cfg: ExperimentConfig,
-    method: str,
-    progress: Progress | None = None,
-    on_round: Callable[[dict], None] | None = None,
-    reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
-    inspect: Callable[[Algorithm], None] | None = None,
-) -> tuple[dict, list[dict]]:
-    """(result, round log) of `method`, as `runner.run_method` returns them; `inspect` sees the final algorithm."""
-    see = (lambda name, algorithm: inspect(algorithm)) if inspect else None
-    return run_flower_methods(cfg, [method], progress, on_round, reply_timeout_s, inspect=see)[method]
-
-
-def run_flower_methods(
-    cfg: ExperimentConfig,
-    methods: list[str],
-    progress: Progress | None = None,
-    on_round: Callable[[dict], None] | None = None,
+    body: Callable[[GridTransport], T],
     reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
     cpus_per_client: float = 1.0,
-    inspect: Callable[[str, Algorithm], None] | None = None,
-) -> dict[str, tuple[dict, list[dict]]]:
-    """Several federated methods in one simulation (one Ray start; each node encodes its data once)."""
+    memory_dir: Path | None = None,
+) -> T:
+    """Start the Simulation Engine (one SuperNode per client), find the nodes, and return `body(transport)`
+    run in the ServerApp; an error in `body` is raised here once the simulation has stopped. Clients keep
+    their private memory snapshots in `memory_dir` (for resuming)."""
     offline_env()
     from flwr.simulation import run_simulation
 
     from fedpref.engines.flower.client_app import fixed_config, make_client_app
-    from fedpref.engines.flower.server_app import make_server_app
+    from fedpref.engines.flower.server_app import GridTransport, discover, make_server_app
 
-    out: dict[str, tuple[dict, list[dict]]] = {}
+    outcome: dict[str, Any] = {}
 
-    def round_done(record: dict) -> None:
-        if progress:
-            progress(f"{record['method']}: rounds (flower)", record["round"] + 1, cfg.federation.rounds)
-        if on_round:
-            on_round(record)
+    def main(grid) -> None:
+        try:
+            peers = discover(grid, cfg.digest(), DEFAULT_NODE_WAIT_S, reply_timeout_s)
+            outcome["value"] = body(GridTransport(grid, peers, reply_timeout_s))
+        except BaseException as e:  # noqa: BLE001 - re-raised below, outside Flower's own handling
+            outcome["error"] = e
 
-    def sink(method: str, result: dict, log: list[dict], algorithm: Algorithm) -> None:
-        out[method] = result, log
-        if inspect:
-            inspect(method, algorithm)
-
-    settings = ServerSettings(tuple(methods), reply_timeout_s, DEFAULT_NODE_WAIT_S)
-    server, client = make_server_app(cfg, settings, sink, round_done), make_client_app(fixed_config(cfg))
+    server, client = make_server_app(main), make_client_app(fixed_config(cfg), memory_dir)
     pythonpath = os.environ.get("PYTHONPATH")
     try:
         run_simulation(server, client, num_clients(cfg), backend_config=backend_config(cfg, cpus_per_client))
     finally:
         restore_env("PYTHONPATH", pythonpath)  # Flower's Ray backend rewrites it in this process
-    if missing := [name for name in methods if name not in out]:
-        raise RuntimeError(f"the Flower simulation ended without a result for {missing} (see the log above)")
-    return out
-
-
-def run_flower_experiment(
-    names: list[str],
-    cfg: ExperimentConfig,
-    setup: Setup,
-    progress: Progress | None = None,
-    on_round: Callable[[dict], None] | None = None,
-    models_dir: Path | None = None,
-) -> dict[str, dict]:
-    """`fedpref run --engine flower`: every federated method of `names` in one simulation (one Ray start; each
-    node encodes its data once), then on this side (which holds every client in a simulation) what the
-    in-process runner adds: the saved initializations, the diagnostics when enabled, and a latent selector's
-    evaluation. CL and Multi-CL pool raw data, so they stay in-process. Returns method -> results.json entry,
-    in the order of `names`."""
-    from fedpref.experiments import runner
-
-    federated = [name for name in names if name not in CENTRALIZED_METHODS]
-    final: dict[str, Algorithm] = {}
-    outcome = run_flower_methods(cfg, federated, progress, on_round, inspect=final.__setitem__) if federated else {}
-    results = {}
-    for name in names:
-        if name in CENTRALIZED_METHODS:
-            result, _ = runner.run_method(name, cfg, setup, progress, on_round, models_dir)
-            result["engine"] = "inprocess (centralized reference: pools raw data, not federated)"
-        else:
-            result = outcome[name][0]
-            add_server_side_results(result, final[name], cfg, setup, models_dir)
-        results[name] = result
-    return results
-
-
-def add_server_side_results(
-    result: dict, algorithm: Algorithm, cfg: ExperimentConfig, setup: Setup, models_dir: Path | None
-) -> None:
-    from fedpref.experiments import runner
-
-    inits = runner.initializations(algorithm, setup)
-    if models_dir is not None:
-        runner.save_initializations(inits, models_dir / f"{algorithm.name}.pt")
-    if cfg.diagnostics.enabled:
-        result["diagnostics"] = runner.run_diagnostics(algorithm.name, inits, cfg, setup)
-    if hasattr(algorithm, "selector_tasks"):  # a latent-conditioned selector: seen and unseen clients
-        result["selector"] = runner.evaluate_selector(algorithm, cfg, setup)
+    if "error" in outcome:
+        raise outcome["error"]
+    if "value" not in outcome:
+        raise RuntimeError("the Flower simulation ended before the server finished (see the log above)")
+    return outcome["value"]

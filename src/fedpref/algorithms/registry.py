@@ -1,0 +1,128 @@
+"""The method registry: each method declares once, next to its algorithm, its name, needs, options and builder."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from fedpref.algorithms.base import Algorithm
+from fedpref.config import ExperimentConfig, _build, option_help
+from fedpref.errors import ConfigError
+from fedpref.protocol import ClientInfo, State
+
+# (config, trained clients, initial adapter state, the reward model) -> the server algorithm; the model is for
+# methods whose initialization depends on the backbone (Soft-FL's orthogonal adapters, FedVPA-GP's latent heads).
+Builder = Callable[[ExperimentConfig, list[ClientInfo], State, nn.Module], Algorithm]
+
+# The modules of fedpref.algorithms that declare methods (a module-level SPECS tuple), in the order the help
+# and the error messages list their methods. A new method is its own module plus one entry here.
+METHOD_MODULES = ("local", "centralized", "fedavg", "fl_target", "fedgd", "fedbiscuit", "soft_fl", "fedvpa", "fedavgm")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """What the rest of fedpref knows of a method: the config, `--help`, the engines and the checks read it."""
+
+    name: str  # as in algorithm.methods and the papers' tables; the built algorithm's `name`
+    build: Builder
+    help: str  # one line for `fedpref run --help`
+    centralized: bool = False  # pools raw data (a reference point, not federated): in-process engine only
+    multi_model: bool = False  # keeps K = algorithm.num_models models, so needs K <= the number of clients
+    variational: bool = False  # a latent-conditioned selector (FedVPA-GP family), evaluated after the rounds
+    options: type | None = None  # a dataclass of the method's own options: [algorithm.options.NAME]
+
+
+def methods() -> dict[str, MethodSpec]:
+    """Every method by name, in METHOD_MODULES order."""
+    specs: dict[str, MethodSpec] = {}
+    for module in METHOD_MODULES:
+        for spec in importlib.import_module(f"{__package__}.{module}").SPECS:
+            if spec.name in specs:
+                raise ValueError(f"method '{spec.name}' is declared twice (fedpref.algorithms.{module})")
+            specs[spec.name] = spec
+    return specs
+
+
+def method_spec(name: str) -> MethodSpec:
+    specs = methods()
+    if name not in specs:
+        raise ConfigError(f"method '{name}' is not implemented yet (available: {', '.join(specs)})")
+    return specs[name]
+
+
+def names(**flags: bool) -> list[str]:
+    """The methods whose flags have the given values, e.g. names(centralized=True) -> ['CL', 'Multi-CL']."""
+    return [s.name for s in methods().values() if all(getattr(s, flag) == value for flag, value in flags.items())]
+
+
+def method_options(cfg: ExperimentConfig, name: str, source: str = "<config>") -> Any:
+    """The method's options: its `options` dataclass from [algorithm.options.NAME] over the defaults (None when
+    it declares none); a wrong key, type or value is a one-line ConfigError."""
+    spec, raw = method_spec(name), cfg.algorithm.options.get(name, {})
+    key = f"algorithm.options.{name}"
+    if spec.options is None:
+        if raw:
+            raise ConfigError(f"{source}: '{key}': {name} has no options")
+        return None
+    try:
+        return _build(spec.options, raw, source, key + ".")
+    except (TypeError, ValueError) as e:  # the options' own checks (__post_init__)
+        raise ConfigError(f"{source}: '{key}': {e}") from None
+
+
+def check_methods(cfg: ExperimentConfig, source: str = "<config>") -> None:
+    """The config checks that need the registry, before any data or model loads: known method names, K models
+    for the multi-model methods on synthetic data, and every [algorithm.options.NAME] table."""
+    specs = methods()
+    bad = [m for m in cfg.algorithm.methods if m not in specs]
+    if bad:
+        raise ConfigError(f"{source}: 'algorithm.methods' has unknown method(s) {bad}; choose from {', '.join(specs)}")
+    multi = [m for m in cfg.algorithm.methods if specs[m].multi_model]
+    clients = sum(cfg.data.group_sizes)
+    if multi and cfg.data.source == "synthetic" and cfg.algorithm.num_models > clients:
+        raise ConfigError(
+            f"{source}: 'algorithm.num_models' ({cfg.algorithm.num_models}) exceeds the number of clients "
+            f"({clients}) for {', '.join(multi)}"
+        )
+    for name in cfg.algorithm.options:
+        if name not in specs:
+            raise ConfigError(f"{source}: 'algorithm.options.{name}' names no method; choose from {', '.join(specs)}")
+        method_options(cfg, name, source)
+
+
+def build_algorithm(
+    name: str,
+    cfg: ExperimentConfig,
+    infos: list[ClientInfo],
+    init: State,
+    model: nn.Module,
+    held_out: Sequence[str] = (),
+) -> Algorithm:
+    """The method's server algorithm for the trained clients `infos`, with `held_out` (unseen) client ids
+    that only take part in a final selection stage; an impossible setting is a one-line ConfigError."""
+    spec = method_spec(name)
+    try:
+        algorithm = spec.build(cfg, infos, init, model)
+    except ValueError as e:  # the algorithms check their arguments against the actual clients
+        raise ConfigError(f"{name}: {e}") from None
+    algorithm.held_out = list(held_out)
+    return algorithm
+
+
+_FLAG_WORDS = {"centralized": "pools data, in-process", "multi_model": "K models", "variational": "latent selector"}
+
+
+def help_rows() -> list[tuple[str, str]]:
+    """(name, help) of every method, then (key, help) of each of its options, for `fedpref run --help`."""
+    rows = []
+    for spec in methods().values():
+        flags = [words for flag, words in _FLAG_WORDS.items() if getattr(spec, flag)]
+        rows.append((spec.name, spec.help + (f" [{', '.join(flags)}]" if flags else "")))
+        if spec.options is not None:
+            prefix = f"  algorithm.options.{spec.name}."
+            rows += [(key, f"{text} (default {default})") for key, default, text in option_help(spec.options, prefix)]
+    return rows

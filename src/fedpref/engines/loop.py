@@ -1,0 +1,207 @@
+"""The one round loop of every engine: rounds, guards, checkpoints, personalization and a method's result.
+
+An engine is a `Transport`: it carries a stage's tasks to their clients and brings back the replies that
+came (in-process: by calling the client handler; Flower: as Messages over a Grid). Everything else, the
+order of stages, the guards against non-finite updates, when to checkpoint, the round log, the local
+phase of every client and the summary of a method, is written here once.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from fedpref.algorithms.base import Algorithm
+from fedpref.engines.guards import NonFiniteModelError, nonfinite_tensors, split_finite
+from fedpref.protocol import PERSONALIZE, ClientInfo, Reply, State, Task, TaskKey
+
+RoundCallback = Callable[[dict], None]
+CheckpointCallback = Callable[[int], None]  # called with the next round to run when a checkpoint is due
+log = logging.getLogger(__name__)
+
+
+class Transport(Protocol):
+    """Carries tasks to clients and replies back; it never looks into either."""
+
+    def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
+        """Run each task on its client (task i under `replace(key, index=i)`); the replies that came back,
+        in task order. A client that failed or did not answer in time is missing from the list."""
+        ...
+
+    def begin_method(self, method: str, next_round: int = 0, saved_memories: dict[str, dict] | None = None) -> None:
+        """Give each client an empty private memory for `method`; when resuming at `next_round`, the memory
+        it had at the checkpoint (`saved_memories` where the checkpoint holds them, else the client's own copy)."""
+        ...
+
+    def memories(self) -> dict[str, dict]:
+        """The clients' private memories a checkpoint must hold for them ({} where the clients keep their own)."""
+        ...
+
+
+def run_rounds(
+    algorithm: Algorithm,
+    transport: Transport,
+    on_round: RoundCallback | None = None,
+    start_round: int = 0,
+    checkpoint: CheckpointCallback | None = None,
+    checkpoint_every: int = 0,
+) -> list[dict]:
+    """Run rounds start_round..R-1 and the final stage R; returns one log record per round run.
+
+    A client whose update or loss is non-finite, or that sent no reply, is left out of that stage's
+    aggregation (and named in the record's `dropped`); a server model that becomes non-finite stops the run.
+    """
+    records = []
+    for r in range(start_round, algorithm.num_rounds + 1):
+        start, stages, losses, dropped = time.perf_counter(), 0, [], []
+        while tasks := algorithm.next_tasks(r):
+            replies = transport.exchange(tasks, TaskKey(algorithm.name, r, stages))
+            answered = {x.client_id for x in replies}
+            replies, bad = split_finite(replies)
+            if bad:
+                log.warning("%s round %d: dropped non-finite update(s) from %s", algorithm.name, r, ", ".join(bad))
+            dropped += [t.client_id for t in tasks if t.client_id not in answered] + bad
+            losses += [x.metrics["train_loss"] for x in replies if "train_loss" in x.metrics]
+            algorithm.receive(r, replies)
+            check_server_finite(algorithm, r, [x.client_id for x in replies])
+            stages += 1
+        if stages == 0 and r == algorithm.num_rounds:
+            break
+        records.append(round_record(algorithm, r, stages, losses, dropped, time.perf_counter() - start))
+        if on_round:
+            on_round(records[-1])
+        if checkpoint and should_checkpoint(algorithm, r, checkpoint_every):
+            checkpoint(r + 1)
+    return records
+
+
+def should_checkpoint(algorithm: Algorithm, round_idx: int, every: int) -> bool:
+    """Every `every` rounds, at the end of each phase of the algorithm, and at the end of the global phase."""
+    done = round_idx + 1
+    phase_ends = set(algorithm.phase_end_rounds) | {algorithm.num_rounds, algorithm.num_rounds + 1}
+    return done in phase_ends or (every > 0 and done % every == 0)
+
+
+def check_server_finite(algorithm: Algorithm, round_idx: int, client_ids: list[str]) -> None:
+    bad = nonfinite_tensors(vars(algorithm))
+    if bad:
+        raise NonFiniteModelError(
+            f"{algorithm.name}: the server model became non-finite in round {round_idx} after aggregating "
+            f"clients {', '.join(client_ids) or '(none)'} (first bad tensor: {bad[0]})"
+        )
+
+
+def round_record(
+    algorithm: Algorithm, r: int, stages: int, losses: list[float], dropped: list[str], wall_s: float
+) -> dict:
+    record = {
+        "method": algorithm.name,
+        "round": r,
+        "stages": stages,
+        "train_loss": sum(losses) / len(losses) if losses else None,
+        "dropped": dropped,
+        "wall_s": round(wall_s, 3),
+    }
+    if algorithm.history and algorithm.history[-1].get("round") == r:
+        record.update({k: v for k, v in algorithm.history[-1].items() if k != "round"})
+    return record
+
+
+def initializations(algorithm: Algorithm, client_ids: list[str]) -> dict[str, State]:
+    """Every client's starting point for personalization."""
+    return {cid: algorithm.initialization(cid) for cid in client_ids}
+
+
+def personalize(
+    method: str, inits: dict[str, State], transport: Transport, checkpoints: list[int]
+) -> dict[str, list[float]]:
+    """Each client's local phase from its initialization, on its own data (FedGD paper, Sec. 2.1): test
+    accuracy after each of `checkpoints` steps, by client; a client that did not answer is missing."""
+    tasks = [
+        Task(cid, PERSONALIZE, [init], steps=max(checkpoints), payload={"checkpoints": list(checkpoints)})
+        for cid, init in inits.items()
+    ]
+    return {
+        reply.client_id: list(reply.metrics["acc"]) for reply in transport.exchange(tasks, TaskKey(method, PERSONALIZE))
+    }
+
+
+def finish_method(
+    algorithm: Algorithm, transport: Transport, infos: list[ClientInfo], checkpoints: list[int]
+) -> tuple[dict, dict[str, State]]:
+    """A method's `results.json` entry after its global phase: every client's personalization (from
+    `algorithm.initialization`), the partitions it chose, and a latent selector's own evaluation of seen
+    and unseen clients; and the initializations (for saving and the diagnostics)."""
+    inits = initializations(algorithm, [c.client_id for c in infos])
+    per_client = personalize(algorithm.name, inits, transport, checkpoints)
+    curves = summarize_curves(checkpoints, per_client, {c.client_id: c.true_group for c in infos})
+    if missing := [c.client_id for c in infos if c.client_id not in per_client]:
+        curves["missing"] = missing
+    result = {"personalization": curves, "diagnostics": {}, "assignments": assignments(algorithm)}
+    truth = {c.client_id: c.true_group for c in infos if c.client_id not in algorithm.held_out}
+    if None not in truth.values() and (ari := partition_ari(result["assignments"], truth)) is not None:
+        result["partition_ari"] = ari
+    if selector := evaluate_selector(algorithm, transport, infos):  # FedVPA-GP paper, Tables 1-2
+        result["selector"] = selector
+    return result, inits
+
+
+def assignments(algorithm: Algorithm) -> list[dict]:
+    return [h for h in algorithm.history if "assignment" in h]
+
+
+def evaluate_selector(algorithm: Algorithm, transport: Transport, infos: list[ClientInfo]) -> dict | None:
+    """A latent-conditioned selector's accuracy on seen and unseen clients under their own z (from their
+    training pairs, no update); None for a method without one."""
+    held_out = set(algorithm.held_out)
+    seen = [c.client_id for c in infos if c.client_id not in held_out]
+    unseen = [c.client_id for c in infos if c.client_id in held_out]
+    if not algorithm.selector_tasks(seen[:1]):
+        return None
+    out = {"seen": ask_selector(algorithm, transport, seen, "selector/seen")}
+    if unseen:
+        out["unseen"] = ask_selector(algorithm, transport, unseen, "selector/unseen")
+    out["latent_trace"] = algorithm.latent_trace
+    return out
+
+
+def ask_selector(algorithm: Algorithm, transport: Transport, client_ids: list[str], stage: str) -> dict:
+    replies = transport.exchange(algorithm.selector_tasks(client_ids), TaskKey(algorithm.name, stage))
+    return algorithm.summarize_selector(replies)
+
+
+def summarize_curves(steps: list[int], per_client: dict[str, list[float]], groups: dict[str, str | None]) -> dict:
+    """Mean and (population) std over clients per checkpoint, and the mean per group."""
+    columns = list(zip(*per_client.values()))
+    by_group: dict[str, list[float]] = {}
+    for g in sorted({groups[c] for c in per_client if groups[c] is not None}):
+        members = [per_client[c] for c in per_client if groups[c] == g]
+        by_group[g] = [round(statistics.fmean(col), 2) for col in zip(*members)]
+    return {
+        "steps": list(steps),
+        "acc_mean": [round(statistics.fmean(col), 2) for col in columns],
+        "acc_std": [round(statistics.pstdev(col), 2) for col in columns],
+        "by_group": by_group,
+        "per_client": per_client,
+    }
+
+
+def partition_ari(assignments: list[dict], truth: dict[str, str]) -> float | None:
+    """ARI of the last frozen (FedGD) or final-selection (FedBiscuit) assignment against `truth`; None without one."""
+    from sklearn.metrics import adjusted_rand_score
+
+    final = [a for a in assignments if a.get("frozen") or a.get("final_selection")]
+    if not final:
+        return None
+    found = final[-1]["assignment"]
+    clients = sorted(c for c in found if c in truth)
+    return round(float(adjusted_rand_score([truth[c] for c in clients], [found[c] for c in clients])), 4)
+
+
+def task_keys(tasks: list[Task], key: TaskKey) -> list[TaskKey]:
+    """The key of each task of a stage: the stage's key with the task's index."""
+    return [replace(key, index=i) for i in range(len(tasks))]

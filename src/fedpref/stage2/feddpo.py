@@ -1,0 +1,110 @@
+"""FedDPO (Ye et al., 2024, "OpenFedLLM") on the engine contract: each sampled client runs local on-policy DPO
+of the global policy with its own labels on its own prompts; the server averages the LoRA weights uniformly."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from fedpref.algorithms.aggregation import uniform_average
+from fedpref.algorithms.fedavg import FedAvg
+from fedpref.engines.inprocess import InProcessTransport
+from fedpref.engines.loop import run_rounds
+from fedpref.models.adapters import load_trainable_state
+from fedpref.protocol import ClientInfo, Reply, Task, TaskKey
+from fedpref.stage2.dpo import DPOSettings, train_dpo
+from fedpref.stage2.generation import Sampling
+from fedpref.stage2.judges import Judge
+from fedpref.stage2.policy import ConditionalPolicy
+
+TRAIN_DPO = "train_dpo"  # a client's local on-policy DPO from models[0]; payload["seed"] seeds its sampling
+
+
+class FedDPO(FedAvg):
+    """FedAvg's uniform client sampling, with a local on-policy DPO task per client and a uniform average of
+    the adapters. A client's sampling seed is `seed + 7919 * round + index` (the pinned Stage-2 losses')."""
+
+    name = "FedDPO"
+
+    def next_tasks(self, round_idx: int) -> list[Task]:
+        return [
+            Task(t.client_id, TRAIN_DPO, t.models, t.steps, payload={"seed": self.seed + 7919 * round_idx + i})
+            for i, t in enumerate(super().next_tasks(round_idx))
+        ]
+
+    def receive(self, round_idx: int, replies: list[Reply]) -> None:
+        if replies:
+            self.global_state = uniform_average([x.state for x in replies])
+        losses = [loss for x in replies for loss in x.metrics["losses"]]
+        self.history[-1]["loss"] = statistics.fmean(losses) if losses else None
+
+
+@dataclass
+class DPOClient:
+    """A Stage-2 client: its own prompts and its preference type (the key its labels are judged under)."""
+
+    client_id: str
+    group: str
+    prompts: Sequence[str]
+
+
+@dataclass
+class DPOWorker:
+    """The client side of FedDPO: one policy (swapped per task), the judge that stands in for a client's own
+    labels, and the DPO and sampling settings."""
+
+    policy: ConditionalPolicy
+    tokenizer: object
+    judge: Judge
+    settings: DPOSettings
+    sampling: Sampling
+
+    def __call__(self, task: Task, key: TaskKey, client: DPOClient) -> Reply:
+        if task.action != TRAIN_DPO:
+            raise ValueError(f"a FedDPO client cannot do {task.action!r}")
+        load_trainable_state(self.policy, task.models[0])
+        local = replace(self.settings, steps=task.steps)
+        history = train_dpo(
+            self.policy,
+            self.tokenizer,
+            client.prompts,
+            {client.group: None},
+            self.judge,
+            local,
+            self.sampling,
+            task.payload["seed"],
+        )
+        losses = [h["loss"] for h in history if "loss" in h]
+        metrics = {"losses": losses} | ({"train_loss": statistics.fmean(losses)} if losses else {})
+        return Reply(client.client_id, len(client.prompts), state=self.policy.adapter_state(), metrics=metrics)
+
+
+@dataclass(frozen=True)
+class FedSettings:
+    rounds: int = 50  # Table 4, RL training: 50 rounds of 30 local steps
+    clients_per_round: int = 5
+    local_steps: int = 30
+
+
+def run_feddpo(
+    policy: ConditionalPolicy,
+    tokenizer,
+    client_prompts: dict[str, list[str]],
+    client_groups: dict[str, str],
+    judge: Judge,
+    settings: DPOSettings,
+    fed: FedSettings,
+    sampling: Sampling,
+    seed: int,
+) -> list[dict]:
+    """FedDPO over the in-process transport and the engines' round loop (its guards included); each round's
+    sampled clients and mean DPO loss. `policy` should have latent_dim = 0; it ends holding the global adapters.
+    Only the adapters travel."""
+    clients = {cid: DPOClient(cid, client_groups[cid], prompts) for cid, prompts in client_prompts.items()}
+    infos = [ClientInfo(cid, len(prompts)) for cid, prompts in client_prompts.items()]
+    algorithm = FedDPO(infos, policy.adapter_state(), fed.rounds, fed.clients_per_round, fed.local_steps, seed)
+    worker = DPOWorker(policy, tokenizer, judge, settings, sampling)
+    run_rounds(algorithm, InProcessTransport(clients, handler=worker))
+    load_trainable_state(policy, algorithm.global_state)
+    return algorithm.history
