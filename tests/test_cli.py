@@ -80,3 +80,55 @@ def test_data_export_and_stats(capsys, tmp_path):
     assert len(pairs) == 8 * 2 * 12 and {p.group for p in pairs} == {"G1", "G2", "G3", "G4"}
     code, text = run_cli(capsys, "data", "stats", "configs/tiny.toml")
     assert code == 0 and "8 clients" in text and "c007" in text
+
+
+def test_version(capsys):
+    from fedpref import __version__
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"fedpref {__version__}"
+
+
+def test_set_typo_is_blamed_on_set(capsys, tmp_path):
+    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--set", "train.lrr=1", "--out", tmp_path / "o")
+    assert code == 2 and "--set train.lrr=1: unknown key 'train.lrr' ([train] has: " in out and "tiny.toml" not in out
+
+
+def test_failed_run_is_started_again_in_place(capsys, tmp_path):
+    """A run that stopped before any progress (here: bad data) leaves nothing to protect: repeating the command
+    runs again instead of demanding --overwrite."""
+    for _ in range(2):
+        code, out = run_on_jsonl(capsys, tmp_path, ONE_PAIR)
+        assert code == 2 and "client 'a' has 1 pairs" in out and "--overwrite" not in out
+
+
+def test_unfinished_run_points_at_resume(capsys, tmp_path):
+    out_dir = tmp_path / "o"
+    out_dir.mkdir()
+    (out_dir / "config.toml").write_text("")
+    (out_dir / "rounds.jsonl").write_text('{"round": 1}\n')
+    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--out", out_dir, *TINY_FAST)
+    assert code == 2 and "unfinished run; pass --resume" in out
+
+
+@pytest.mark.parametrize("device", ["cuda", "mps"])
+def test_unavailable_device_before_any_weight(capsys, tmp_path, device):
+    import torch
+
+    if torch.cuda.is_available() if device == "cuda" else torch.backends.mps.is_available():
+        pytest.skip(f"{device} is available here")
+    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--set", f"device={device}", "--out", tmp_path / "o")
+    assert code == 2 and f"device = '{device}'" in out and "not available" in out
+    assert not (tmp_path / "o").exists()
+
+
+def test_head_backbone_mismatch_before_any_weight(capsys, tmp_path):
+    """The folder holds only config.json: loading weights would fail with 'cannot load', so the message proves
+    the mismatch is found from the config alone."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert", "architectures": ["BertModel"]}')
+    sets = ["--set", f"model.backbone='{folder}'", "--set", "model.head=selector"]
+    code, out = run_cli(capsys, "run", "configs/tiny.toml", *sets, "--out", tmp_path / "o")
+    assert code == 2 and "model.head = 'selector' does not fit" in out and not (tmp_path / "o").exists()

@@ -93,3 +93,29 @@ def test_every_option_has_help():
     rows = option_help()
     assert len(rows) > 30
     assert all(help_ for _, _, help_ in rows), [k for k, _, h in rows if not h]
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("train.lrr=1", r"--set train\.lrr=1: unknown key 'train\.lrr' \(\[train\] has: .*lr"),
+        ("trainn.lr=1", r"--set trainn\.lr=1: unknown key 'trainn' \(known here"),
+        ("train.lr=fast", r"--set train\.lr=fast: 'train\.lr' must be float, got 'fast'"),
+        ("federation.rounds=0", r"--set federation\.rounds=0: 'federation\.rounds' must be >= 1"),
+        ("train.beta2=1.5", r"--set train\.beta2=1\.5: 'train\.beta1/beta2' must be in"),
+        ("train=1", r"--set train=1: 'train' is a section"),
+        ("train.lr.x=1", r"--set train\.lr\.x=1: 'train\.lr' is not a section"),
+    ],
+)
+def test_override_mistakes_are_blamed_on_set(tmp_path, item, message):
+    path = _write(tmp_path, "[train]\nlr = 0.1\n")
+    with pytest.raises(ConfigError, match=message) as e:
+        load_config(path, [item])
+    assert "exp.toml" not in str(e.value)
+
+
+def test_file_mistakes_are_still_blamed_on_the_file(tmp_path):
+    path = _write(tmp_path, "[federation]\nrounds = 0\n")
+    with pytest.raises(ConfigError, match=r"exp\.toml: 'federation\.rounds'"):
+        load_config(path, ["train.lr=1e-3"])
+    assert load_config(None, ["algorithm.options.FedGD.anything=1"]).algorithm.options  # the method checks these

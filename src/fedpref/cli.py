@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fedpref.errors import FedprefError
+
+# plots.FIGURE_FORMATS, spelled out: importing plots loads matplotlib, seconds every command would pay
+FIGURE_FORMATS = ("png", "pdf", "svg")
 
 
 def _options_epilog() -> str:
@@ -33,10 +38,17 @@ class _LazyEpilog(argparse.RawDescriptionHelpFormatter):
         super().add_text(text() if callable(text) else text)
 
 
+def _version() -> str:
+    from fedpref import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fedpref", description="Federated, personalized reward modelling (FedGD, FedVPA-GP and baselines)."
     )
+    parser.add_argument("--version", action="version", version=f"fedpref {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run",
@@ -66,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resume", action="store_true", help="continue the run in --out from its last complete checkpoint"
     )
+    run.add_argument(
+        "--figure-format",
+        choices=FIGURE_FORMATS,
+        default="png",
+        help="file format of the run's figures (default: png; pdf or svg for vector figures in a paper)",
+    )
+    _add_log_argument(run)
     diag = sub.add_parser(
         "diagnose",
         help="Gradient Quotient and Headroom of a finished run's initializations (Tables 1, 2, 5)",
@@ -98,10 +117,82 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("config", type=Path)
     export.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     export.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    split = data_sub.add_parser(
+        "split-clients",
+        help="one JSON-lines file per user of a pooled file: each node of a federation holds only its own",
+    )
+    split.add_argument("file", type=Path, help="a pooled JSON-lines file (optionally .gz) with a user column")
+    split.add_argument("--out", type=Path, required=True, help="folder for <user>.jsonl files")
+    split.add_argument("--user-key", default="user_id", help="the user column (as data.pairwise.user_key)")
     _add_stage2_parser(sub)
     _add_sweep_parser(sub)
     _add_summarize_parser(sub)
+    _add_export_parser(sub)
+    _add_federation_parser(sub)
     return parser
+
+
+def _add_federation_parser(sub) -> None:
+    """`fedpref federation CONFIG --clients-dir DIR --out RUN`: a loopback federation, one node per client file."""
+    fed = sub.add_parser(
+        "federation",
+        help="run the federated methods on a local Flower federation: one SuperNode per client file",
+        description="Start a SuperLink and one SuperNode per file of --clients-dir on free loopback ports (each "
+        "node reads only its own file), run the config's federated methods with `flwr run`, write the run folder "
+        "(config.toml, rounds.jsonl, results.json, table.md, personalization.png, logs/) and stop every process "
+        "it started, also on Ctrl-C and on error. docs/flower.md has the manual steps for real machines.",
+    )
+    fed.add_argument("config", type=Path)
+    fed.add_argument("--clients-dir", type=Path, required=True, help="one JSON-lines file per client")
+    fed.add_argument("--out", type=Path, required=True, help="the run folder")
+    fed.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    fed.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for every method's results")
+
+
+def cmd_federation(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.algorithms.registry import check_methods
+    from fedpref.config import load_config
+    from fedpref.experiments import plots, tables
+    from fedpref.experiments.experiment import pools_raw_data
+    from fedpref.experiments.federation import run_federation
+
+    cfg = load_config(args.config, args.overrides)
+    check_methods(cfg, str(args.config))
+    methods = [name for name in cfg.algorithm.methods if not pools_raw_data(name)]
+    if skipped := [name for name in cfg.algorithm.methods if pools_raw_data(name)]:
+        console.print(f"skipping {', '.join(skipped)}: they pool raw data (centralized references)")
+    if not methods:
+        raise FedprefError(f"{args.config}: no federated method to run")
+    results = run_federation(
+        args.config, args.clients_dir, args.out, methods, args.overrides, args.timeout, console.print
+    )
+    (args.out / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
+    plots.plot_group_curves(results["methods"], args.out / "personalization.png")
+    console.print(f"wrote {args.out}")
+
+
+def _add_export_parser(sub) -> None:
+    """`fedpref export RUN --method M --client C --out DIR`: one client's personalized model for Hugging Face."""
+    export = sub.add_parser(
+        "export",
+        help="write a client's personalized reward model as a PEFT folder plus its head (docs/formats.md)",
+        description="Replay the client's personalization of the method exactly as the run did (its config and "
+        "RUN/models/<method>.pt), then write DIR as a PEFT save_pretrained folder (PeftModel.from_pretrained), "
+        "the tokenizer, the reward head (reward_head.safetensors) and fedpref_reward.json (how to score).",
+    )
+    export.add_argument("run_dir", type=Path, help="a finished run folder")
+    export.add_argument("--method", required=True, help="the method whose initialization the client starts from")
+    export.add_argument("--client", required=True, help="the client id")
+    export.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
+    export.add_argument("--merged", action="store_true", help="also write DIR/merged: the backbone with LoRA merged")
+
+
+def cmd_export(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.experiments.export import export_client
+
+    done = export_client(args.run_dir, args.method, args.client, args.out, merged=args.merged)
+    accuracy = done.accuracies[-1]
+    console.print(f"{args.out}: {args.method} / {args.client}, test accuracy {accuracy:.3f}", highlight=False)
 
 
 def _add_sweep_parser(sub) -> None:
@@ -125,6 +216,25 @@ def _add_sweep_parser(sub) -> None:
     sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     sweep.add_argument("--out", type=Path, required=True, help="the sweep folder")
     sweep.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess")
+    _add_log_argument(sweep)
+
+
+def _add_log_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log",
+        default=None,
+        metavar="BACKENDS",
+        help="experiment trackers, comma-separated: tensorboard, wandb (offline unless WANDB_API_KEY or WANDB_MODE "
+        "is set), csv; sets logging.backends (README, Tracking)",
+    )
+
+
+def log_overrides(backends: str | None) -> list[str]:
+    """`--log a,b` as the override logging.backends=["a","b"] (nothing without --log)."""
+    if backends is None:
+        return []
+    names = [name.strip() for name in backends.split(",") if name.strip()]
+    return [f"logging.backends={json.dumps(names)}"]  # a JSON list of strings is a TOML array
 
 
 def _add_summarize_parser(sub) -> None:
@@ -143,7 +253,13 @@ def _add_summarize_parser(sub) -> None:
     summarize.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
     summarize.add_argument("--csv", type=Path, default=None, help="write the numbers as CSV to this file")
     summarize.add_argument(
-        "--plot", type=Path, default=None, help="draw accuracy vs steps, mean and 95%% CI band per method, to this PNG"
+        "--plot", type=Path, default=None, help="draw accuracy vs steps, mean and 95%% CI band per method, to this file"
+    )
+    summarize.add_argument(
+        "--figure-format",
+        choices=FIGURE_FORMATS,
+        default=None,
+        help="format of the --plot file, replacing its suffix (default: by the suffix: .png, .pdf or .svg)",
     )
 
 
@@ -170,7 +286,7 @@ def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
 
     cfg = load_stage2_config(args.config, args.overrides)
     run_dir = args.out or Path("runs") / cfg.name
-    prepare_run_dir(run_dir, args.overwrite)
+    prepare_run_dir(run_dir, args.overwrite, resumable=False)  # stage 2 has no --resume
     run_pipeline(cfg, run_dir, log=lambda line: console.print(line, highlight=False))
     console.print((run_dir / "table.md").read_text(encoding="utf-8"), highlight=False)
 
@@ -187,6 +303,12 @@ def cmd_data(args: argparse.Namespace, console: Console) -> None:
     from fedpref.data.splits import split_clients
     from fedpref.experiments.setup import check_client_count, load_pairs
 
+    if args.data_command == "split-clients":
+        from fedpref.data.client_files import split_by_user
+
+        written = split_by_user(args.file, args.user_key, args.out)
+        console.print(f"wrote {len(written)} client files to {args.out}")
+        return
     cfg = load_config(args.config, args.overrides)
     if args.data_command == "stats" and cfg.data.source == "tldr":
         _print_workers(console, cfg.data.path)  # before the filter, which may leave no worker
@@ -228,6 +350,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     grid = parse_grid(args.grid)
+    args.overrides = args.overrides + log_overrides(args.log)
     cells = plan_cells(args.config, seeds, grid, args.overrides, args.out)
     for cell in cells:  # a typo in a method name stops the sweep before its first run
         check_methods(cell.cfg, f"sweep cell {cell.label}: {args.config}")
@@ -248,7 +371,7 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
     if args.plot:
         from fedpref.experiments.plots import plot_seed_curves
 
-        plot_seed_curves(rows, args.plot)
+        plot_seed_curves(rows, args.plot, args.figure_format)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> None:
@@ -256,9 +379,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> None:
     from fedpref.config import load_config
     from fedpref.experiments.experiment import run_experiment
     from fedpref.experiments.outputs import prepare_run_dir
+    from fedpref.models.factory import check_model_config
 
-    cfg = load_config(args.config, args.overrides)
+    cfg = load_config(args.config, args.overrides + log_overrides(args.log))
     check_methods(cfg, str(args.config))  # before any data or model loads
+    check_model_config(cfg)  # device and head, before the run folder is made
     if args.resume and args.overwrite:
         raise FedprefError("--resume and --overwrite exclude each other")
     run_dir = args.out or Path("runs") / cfg.name
@@ -266,7 +391,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> None:
         prepare_run_dir(run_dir, args.overwrite)
     elif not (run_dir / "config.toml").is_file():
         raise FedprefError(f"{run_dir}: nothing to resume (no config.toml)")
-    run_experiment(cfg, run_dir, console, resume=args.resume, engine=args.engine)
+    run_experiment(cfg, run_dir, console, resume=args.resume, engine=args.engine, figure_format=args.figure_format)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,10 +406,13 @@ def main(argv: list[str] | None = None) -> int:
             "data": cmd_data,
             "diagnose": cmd_diagnose,
             "stage2": cmd_stage2,
+            "export": cmd_export,
+            "federation": cmd_federation,
         }
         commands[args.command](args, console)
     except FedprefError as e:
-        Console(stderr=True).print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+        # escaped: messages quote TOML ("in [train]", "['FL']"), which rich would take for markup and drop
+        Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
         return 2
     return 0
 

@@ -18,13 +18,15 @@ from fedpref.errors import ConfigError
 # checked against it by registry.check_methods).
 CONDITIONINGS = ("projected", "additive")
 LATENT_CONTEXTS = ("other_half", "pair")
-DATA_SOURCES = ("synthetic", "jsonl", "tldr", "hh", "pairwise_jsonl")
+DATA_SOURCES = ("synthetic", "jsonl", "tldr", "hh", "pairwise_jsonl", "pairwise")
 HH_SCHEMES = ("by_subset", "iid", "dirichlet")  # fedpref.data.hh_partition.PARTITION_SCHEMES
 HEADS = ("scalar", "selector")
+DTYPES = ("fp32", "bf16", "fp16")
 PHASE2_STARTS = ("fresh", "continue")
 FEDGD_PARTITIONS = ("discovered", "true")
 PRECISIONS = ("fp32", "bf16")
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
+LOG_BACKENDS = ("tensorboard", "wandb", "csv")  # fedpref.experiments.tracking
 
 
 def _help(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING):
@@ -64,25 +66,30 @@ class HHConfig:
 
 @dataclass
 class PairwiseConfig:
-    """Column names of a generic per-user JSON-lines file (data.source = 'pairwise_jsonl')."""
+    """Column names of generic per-user preference data (data.source = 'pairwise_jsonl' or 'pairwise')."""
 
     prompt_key: str = _help("Key of the prompt.", "prompt")
     chosen_key: str = _help("Key of the preferred response.", "chosen")
     rejected_key: str = _help("Key of the other response.", "rejected")
     user_key: str = _help("Key of the user id (one client per distinct value).", "user_id")
     group_key: str = _help("Key of a ground-truth group label ('' for none).", "")
+    split: str = _help("pairwise: the split of a hub id or saved DatasetDict folder to read ('' for all splits).", "")
 
 
 @dataclass
 class DataConfig:
     source: str = _help(
         "Where pairs come from: 'synthetic' (style benchmark), 'jsonl' (fedpref pairs), 'tldr' (Reddit TL;DR "
-        "comparisons), 'hh' (HH-RLHF) or 'pairwise_jsonl' (any per-user JSON lines, see data.pairwise).",
+        "comparisons), 'hh' (HH-RLHF), 'pairwise_jsonl' (any per-user JSON lines, see data.pairwise) or "
+        "'pairwise' (per-user data in TRL's preference formats from a JSON/JSONL/parquet file, a saved `datasets` "
+        "folder or a hub id; a missing prompt column means an implicit prompt; chat messages are rendered with "
+        "the backbone tokenizer's chat template when it has one; see docs/formats.md).",
         "synthetic",
     )
     path: str = _help(
         "jsonl / pairwise_jsonl: a JSON-lines file; tldr: a file, folder or the hub id "
-        "openai/summarize_from_feedback; hh: a folder of {subset}.{split}.jsonl.gz or the hub id Anthropic/hh-rlhf. "
+        "openai/summarize_from_feedback; hh: a folder of {subset}.{split}.jsonl.gz or the hub id Anthropic/hh-rlhf; "
+        "pairwise: a JSON/JSONL/parquet file, a folder of them, a `save_to_disk` folder or a `datasets` hub id. "
         "Relative paths are from the working directory.",
         "",
     )
@@ -125,7 +132,15 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     backbone: str = _help("'minilm' (embedded all-MiniLM-L6-v2), a local model folder, or a hub id.", "minilm")
-    head: str = _help("'scalar' (reward on the pooled encoder output) or 'selector' (causal LM, A/B logits).", "scalar")
+    head: str = _help(
+        "'scalar' (a linear value head: on the mean-pooled output of an encoder, on the last token of a causal "
+        "LM as in AutoModelForSequenceClassification) or 'selector' (causal LM, A/B logits).",
+        "scalar",
+    )
+    dtype: str = _help(
+        "Weights of the frozen backbone when loaded: 'fp32', 'bf16' or 'fp16' (LoRA and the head stay fp32).",
+        "fp32",
+    )
 
 
 @dataclass
@@ -162,6 +177,11 @@ class FederationConfig:
     rounds: int = _help("Communication rounds R (paper: 400).", 400)
     clients_per_round: int = _help("Sampled clients per round |S_r| (paper: 5).", 5)
     checkpoint_every: int = _help("Checkpoint every N rounds (0: only at phase ends and method ends).", 10)
+    eval_every: int = _help(
+        "Every N rounds the round's participants evaluate the server's model(s) on their validation pairs; the "
+        "mean val_loss and val_acc per model go into the round log and the trackers (0: off).",
+        0,
+    )
 
 
 @dataclass
@@ -233,6 +253,19 @@ class VariationalConfig:
 
 
 @dataclass
+class LoggingConfig:
+    """Experiment tracking besides the run folder (`fedpref run --log tensorboard,csv`); never changes a number."""
+
+    backends: list[str] = _help(
+        "Trackers: 'tensorboard' (RUN/tensorboard), 'wandb' (RUN/wandb; offline unless WANDB_API_KEY or "
+        "WANDB_MODE is set) and/or 'csv' (RUN/csv); they get the config, per-round loss, timing and evaluation, "
+        "the personalization curves and the final tables.",
+        factory=list,
+    )
+    wandb_project: str = _help("W&B project of the runs.", "fedpref")
+
+
+@dataclass
 class ExperimentConfig:
     name: str = _help("Experiment name (used for the default output folder).", "experiment")
     seed: int = _help("Seed for data, sampling, initialization and batches.", 0)
@@ -246,29 +279,38 @@ class ExperimentConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     variational: VariationalConfig = field(default_factory=VariationalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
         if not out["algorithm"]["options"]:  # keeps the hash of every config written before method options
             del out["algorithm"]["options"]
+        if not out["federation"]["eval_every"]:  # ... and before the periodic evaluation
+            del out["federation"]["eval_every"]
+        if out["logging"] == dataclasses.asdict(LoggingConfig()):
+            del out["logging"]
         return out
 
     def digest(self) -> str:
         """A short hash of the resolved config (recorded with every run)."""
-        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        resolved = self.to_dict()
+        resolved.pop("logging", None)  # where the numbers are logged changes none of them (and --resume may differ)
+        blob = json.dumps(resolved, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Load a TOML file (or the defaults when `path` is None), apply `a.b=c` overrides, validate."""
-    source, raw = read_toml(path, overrides)
+    source, raw = read_toml(path, overrides, ExperimentConfig)
     config = _build(ExperimentConfig, raw, source, prefix="")
-    validate(config, source)
+    validate(config, source, overrides)
     return config
 
 
-def read_toml(path: str | Path | None, overrides: list[str] | None) -> tuple[str, dict]:
-    """(source name for errors, raw table): a TOML file (or nothing) with `a.b=c` overrides applied."""
+def read_toml(path: str | Path | None, overrides: list[str] | None, schema: type | None = None) -> tuple[str, dict]:
+    """(source name for errors, raw table): a TOML file (or nothing) with `a.b=c` overrides applied; with a
+    `schema` (a config dataclass), each override's key and value type are checked against it first, so that a
+    typo is blamed on its `--set`, not on the file."""
     source, raw = (str(path) if path is not None else "<defaults>"), {}
     if path is not None:
         path = Path(path)
@@ -279,11 +321,11 @@ def read_toml(path: str | Path | None, overrides: list[str] | None) -> tuple[str
         except tomllib.TOMLDecodeError as e:
             raise ConfigError(f"{path}: invalid TOML ({e})") from None
     for item in overrides or []:
-        _apply_override(raw, item)
+        _apply_override(raw, item, schema)
     return source, raw
 
 
-def _apply_override(raw: dict, item: str) -> None:
+def _apply_override(raw: dict, item: str, schema: type | None = None) -> None:
     if "=" not in item:
         raise ConfigError(f"--set {item}: expected KEY=VALUE, e.g. federation.rounds=10")
     key, text = item.split("=", 1)
@@ -291,6 +333,8 @@ def _apply_override(raw: dict, item: str) -> None:
         value = tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
         value = text  # a bare word is a string
+    if schema is not None:
+        _check_override(item, key.strip(), value, schema)
     *parents, leaf = key.strip().split(".")
     node = raw
     for part in parents:
@@ -298,6 +342,36 @@ def _apply_override(raw: dict, item: str) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"--set {item}: '{part}' is not a section")
     node[leaf] = value
+
+
+def _check_override(item: str, key: str, value: Any, schema: type) -> None:
+    """The key of `--set item` exists in `schema` and its value has the right type (blamed on `--set`)."""
+    parts, cls = key.split("."), schema
+    for depth, part in enumerate(parts):
+        names = {f.name for f in dataclasses.fields(cls)}
+        section = ".".join(parts[:depth])
+        if part not in names:
+            known = f"[{section}] has" if section else "known here"
+            raise ConfigError(
+                f"--set {item}: unknown key '{'.'.join(parts[: depth + 1])}' ({known}: {', '.join(sorted(names))})"
+            )
+        hint, last = typing.get_type_hints(cls)[part], depth == len(parts) - 1
+        if dataclasses.is_dataclass(hint):
+            if last and not isinstance(value, dict):
+                raise ConfigError(f"--set {item}: '{key}' is a section; set one of its keys, e.g. {key}.KEY=VALUE")
+            cls = hint
+            continue
+        if not last and typing.get_origin(hint) is not dict:
+            raise ConfigError(f"--set {item}: '{'.'.join(parts[: depth + 1])}' is not a section")
+        if last:
+            _coerce(value, hint, f"--set {item}", key)
+        return  # below a free-form table (algorithm.options.NAME...): the method's own checks apply
+
+
+def _named_keys(key: str) -> set[str]:
+    """The keys a validation message names: 'train.beta1/beta2' -> {'train.beta1', 'train.beta2'}."""
+    section, _, leaves = key.rpartition(".")
+    return {f"{section}.{leaf}" if section else leaf for leaf in leaves.split("/")}
 
 
 def _build(cls: type, raw: dict, source: str, prefix: str) -> Any:
@@ -344,13 +418,15 @@ def _coerce(value: Any, hint: Any, source: str, key: str) -> Any:
     return value
 
 
-def validate(c: ExperimentConfig, source: str = "<config>") -> None:
-    """Reject impossible values, naming the key and the file (the checks that need the methods themselves are
-    fedpref.algorithms.registry.check_methods)."""
+def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str] | None = None) -> None:
+    """Reject impossible values, naming the key and the file, or the `--set` among `overrides` that set it (the
+    checks that need the methods themselves are fedpref.algorithms.registry.check_methods)."""
+    set_by = {item.split("=", 1)[0].strip(): item for item in overrides or [] if "=" in item}
 
     def need(ok: bool, key: str, problem: str) -> None:
         if not ok:
-            raise ConfigError(f"{source}: '{key}' {problem}")
+            item = next((set_by[k] for k in sorted(_named_keys(key)) if k in set_by), None)
+            raise ConfigError(f"{f'--set {item}' if item else source}: '{key}' {problem}")
 
     need(c.data.source in DATA_SOURCES, "data.source", f"must be one of {', '.join(DATA_SOURCES)}")
     need(
@@ -379,6 +455,7 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
     selector_on_minilm = c.model.head == "selector" and c.model.backbone == "minilm"
     need(not selector_on_minilm, "model.head", "'selector' needs a causal-LM backbone (model.backbone)")
+    need(c.model.dtype in DTYPES, "model.dtype", f"must be one of {', '.join(DTYPES)}")
     need(c.lora.rank >= 1, "lora.rank", "must be >= 1")
     need(0.0 <= c.lora.dropout < 1.0, "lora.dropout", "must be in [0, 1)")
     need(c.lora.top_layers >= 0, "lora.top_layers", "must be >= 0")
@@ -391,6 +468,13 @@ def validate(c: ExperimentConfig, source: str = "<config>") -> None:
     need(c.federation.rounds >= 1, "federation.rounds", "must be >= 1")
     need(c.federation.clients_per_round >= 1, "federation.clients_per_round", "must be >= 1")
     need(c.federation.checkpoint_every >= 0, "federation.checkpoint_every", "must be >= 0")
+    need(c.federation.eval_every >= 0, "federation.eval_every", "must be >= 0")
+    backends = c.logging.backends
+    need(
+        set(backends) <= set(LOG_BACKENDS) and len(set(backends)) == len(backends),
+        "logging.backends",
+        f"must be distinct names from {', '.join(LOG_BACKENDS)}",
+    )
     if c.data.source in ("synthetic", "hh"):
         clients = sum(c.data.group_sizes) if c.data.source == "synthetic" else c.data.hh.num_clients
         need(

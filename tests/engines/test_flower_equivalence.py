@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.flower
+# slow: a second Flower simulation (about 2 min here); tests/test_pinned_numbers.py already pins both engines to
+# the same literal numbers in `make test`, this adds unseen clients and exact model/assignment equality.
+pytestmark = [pytest.mark.flower, pytest.mark.slow]
 pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
 
 TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"

@@ -38,9 +38,11 @@ class FakeGrid:
         silent: set[int] = frozenset(),
         held_out: set[int] = frozenset(),
         nan: set[int] = frozenset(),
+        local: bool = False,
     ):
         self.partition_of = {1000 + 7 * (num - p): p for p in range(num)}  # node ids unrelated to partitions
         self.num, self.failing, self.silent, self.held_out, self.nan = num, failing, silent, held_out, nan
+        self.local = local  # nodes with their own data file: no partition ids
         self.replies: dict[str, Message] = {}
 
     def get_node_ids(self) -> list[int]:
@@ -70,7 +72,8 @@ class FakeGrid:
             return Message(Error(code=1, reason="boom"), reply_to=msg)
         if kind == "query.partition":
             info = ClientInfo(f"c{partition}", 10 * (partition + 1))
-            return Message(m.info_to_content(info, partition, self.num, partition in self.held_out), reply_to=msg)
+            where = (-1, 0) if self.local else (partition, self.num)
+            return Message(m.info_to_content(info, *where, partition in self.held_out), reply_to=msg)
         task, key = m.content_to_task(msg.content)
         if task.action == PERSONALIZE:
             reply = Reply(task.client_id, 10 * (partition + 1), metrics={"acc": [50.0, 75.0]})
@@ -143,6 +146,15 @@ def test_personalization_reports_missing_clients() -> None:
     curves = result["personalization"]
     assert curves["missing"] == ["c2"]
     assert curves["acc_mean"] == [50.0, 75.0]
+
+
+def test_nodes_with_their_own_files_are_ordered_by_client_and_counted_by_the_run_config() -> None:
+    grid = FakeGrid(3, local=True)
+    peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0, expected_clients=3)
+    assert [c.client_id for c in peers.infos] == ["c0", "c1", "c2"]
+    assert sorted(peers.node_of.values()) == sorted(grid.partition_of)
+    with pytest.raises(RuntimeError, match="'clients'"):
+        server_app.discover(FakeGrid(3, local=True), "digest", wait_s=1.0, timeout_s=1.0)
 
 
 def test_discover_fails_clearly_when_a_partition_never_answers() -> None:

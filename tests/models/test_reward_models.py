@@ -116,10 +116,10 @@ def test_selector_margin_is_the_letter_logit_gap(stories_path):
     assert torch.allclose(m[0], expected, atol=1e-4)
 
 
-def test_head_mismatch_is_a_config_error(stories_path):
-    cfg = config()
-    cfg.model.backbone = str(stories_path)
-    with pytest.raises(ConfigError, match="selector"):
+def test_head_mismatch_is_a_config_error():
+    cfg = config()  # the MiniLM encoder: no LM head for an A/B selector ('scalar' fits causal LMs too now)
+    cfg.model.head = "selector"
+    with pytest.raises(ConfigError, match="does not fit"):
         build_reward_model(cfg)
 
 

@@ -47,6 +47,11 @@ class Algorithm:
         """The model client `client_id` starts personalization from."""
         raise NotImplementedError
 
+    def server_models(self) -> list[State]:
+        """The reward model(s) the server holds now, for the loop's periodic evaluation (federation.eval_every):
+        each is evaluated by the round's participants with an EVALUATE task. None by default (no evaluation)."""
+        return []
+
     def selector_tasks(self, client_ids: list[str]) -> list[Task]:
         """A latent-conditioned selector's own evaluation of each of `client_ids` (FedVPA-GP paper, Tables 1-2),
         as tasks; none for the other methods."""

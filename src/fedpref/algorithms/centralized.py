@@ -59,6 +59,9 @@ class Centralized(Algorithm):
     def initialization(self, client_id: str) -> State:
         return self.models[self.pool_of(client_id)]
 
+    def server_models(self) -> list[State]:
+        return [self.models[p] for p in self.pools]
+
 
 class CL(Centralized):
     name = "CL"

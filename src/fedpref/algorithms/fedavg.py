@@ -52,6 +52,9 @@ class FedAvg(Algorithm):
     def initialization(self, client_id: str) -> State:
         return self.global_state
 
+    def server_models(self) -> list[State]:
+        return [self.global_state]
+
 
 def build_fedavg(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedAvg:
     f = cfg.federation

@@ -131,6 +131,9 @@ class FedBiscuit(StagedAlgorithm):
         k = self.best.get(client_id, self.assignment.get(client_id, 0))
         return self.models[k]
 
+    def server_models(self) -> list[State]:
+        return list(self.models)
+
     def _aggregate(self, k: int, replies: list[Reply], residual: bool) -> State:
         """Warm-up: plain FedAvg mean (Alg. 2, line 12); Phase 2: Eq. (1) with the residual term."""
         states = [r.state for r in replies]

@@ -127,6 +127,10 @@ class FedGD(StagedAlgorithm):
     def initialization(self, client_id: str) -> State:
         return self.phi if self.phi is not None else self.init_state
 
+    def server_models(self) -> list[State]:
+        """Phase 1: the K experts; Phase 2: phi."""
+        return [self.phi] if self.phi is not None else list(self.experts)
+
     # -- stages ------------------------------------------------------------------------------------
 
     def stages(self, r: int) -> list[str]:

@@ -186,6 +186,10 @@ class FedVPA(Algorithm):
         """
         return {k[len(BASE_PREFIX) :]: v for k, v in self.global_state.items() if k.startswith(BASE_PREFIX)}
 
+    def server_models(self) -> list[State]:
+        """The reward-model part of the shared state (what personalization starts from), not the selector."""
+        return [self.initialization("")]
+
     def selector_tasks(self, client_ids: list[str], chunk: int = 64) -> list[Task]:
         """The selector's evaluation (Tables 1-2), as tasks: each client infers z from its own training pairs
         under the shared state and reports its test accuracy, with no update (seen and unseen clients alike).

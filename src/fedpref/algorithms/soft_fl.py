@@ -167,6 +167,9 @@ class SoftFL(StagedAlgorithm):
     def initialization(self, client_id: str) -> State:
         return self.fused(client_id)
 
+    def server_models(self) -> list[State]:
+        return list(self.models)
+
     def stages(self, r: int) -> list[str]:
         if r == self.num_rounds:
             return ["refresh"]

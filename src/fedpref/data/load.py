@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fedpref.config import ExperimentConfig
+from fedpref.data.formats import Messages, chat_renderer, load_preferences
 from fedpref.data.hh import load_hh_rlhf
 from fedpref.data.hh_partition import partition_hh
 from fedpref.data.pairs import PreferencePair, read_jsonl
@@ -59,10 +62,36 @@ def _pairwise(cfg: ExperimentConfig) -> list[PreferencePair]:
     )
 
 
+def _preferences(cfg: ExperimentConfig) -> list[PreferencePair]:
+    k = cfg.data.pairwise
+    keys = {"prompt": k.prompt_key, "chosen": k.chosen_key, "rejected": k.rejected_key, "client": k.user_key}
+    tokenizer: list[Any] = []  # loaded on the first chat row only: plain-text data never needs it
+
+    def render(prompt: Messages, completion: Messages) -> tuple[str, str]:
+        if not tokenizer:
+            tokenizer.append(chat_renderer(_chat_tokenizer(cfg.model.backbone)))
+        return tokenizer[0](prompt, completion)
+
+    return load_preferences(cfg.data.path, keys=keys, group_key=k.group_key or None, split=k.split, render=render)
+
+
+def _chat_tokenizer(backbone: str) -> Any | None:
+    """The backbone's tokenizer, for its chat template; the embedded MiniLM encoder has none."""
+    if backbone == "minilm":
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(backbone)
+    except (OSError, ValueError):
+        return None  # building the model reports an unloadable backbone, with its own message
+
+
 _LOADERS = {
     "synthetic": _synthetic,
     "jsonl": lambda cfg: read_jsonl(cfg.data.path),
     "tldr": _tldr,
     "hh": _hh,
     "pairwise_jsonl": _pairwise,
+    "pairwise": _preferences,
 }

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from fedpref.algorithms.base import Algorithm
 from fedpref.engines.guards import NonFiniteModelError, nonfinite_tensors, split_finite
-from fedpref.protocol import PERSONALIZE, ClientInfo, Reply, State, Task, TaskKey
+from fedpref.protocol import EVALUATE, PERSONALIZE, ClientInfo, Reply, State, Task, TaskKey
 
 RoundCallback = Callable[[dict], None]
 CheckpointCallback = Callable[[int], None]  # called with the next round to run when a checkpoint is due
@@ -49,18 +49,22 @@ def run_rounds(
     start_round: int = 0,
     checkpoint: CheckpointCallback | None = None,
     checkpoint_every: int = 0,
+    eval_every: int = 0,
 ) -> list[dict]:
     """Run rounds start_round..R-1 and the final stage R; returns one log record per round run.
 
     A client whose update or loss is non-finite, or that sent no reply, is left out of that stage's
     aggregation (and named in the record's `dropped`); a server model that becomes non-finite stops the run.
+    Every `eval_every` rounds (0: never) the round's participants also evaluate `algorithm.server_models()`
+    (`evaluate_server`); the record gets their mean val_loss / val_acc per model.
     """
     records = []
     for r in range(start_round, algorithm.num_rounds + 1):
-        start, stages, losses, dropped = time.perf_counter(), 0, [], []
+        start, stages, losses, dropped, participants = time.perf_counter(), 0, [], [], []
         while tasks := algorithm.next_tasks(r):
             replies = transport.exchange(tasks, TaskKey(algorithm.name, r, stages))
             answered = {x.client_id for x in replies}
+            participants += [t.client_id for t in tasks if t.action != EVALUATE and t.client_id in answered]
             replies, bad = split_finite(replies)
             if bad:
                 log.warning("%s round %d: dropped non-finite update(s) from %s", algorithm.name, r, ", ".join(bad))
@@ -72,11 +76,31 @@ def run_rounds(
         if stages == 0 and r == algorithm.num_rounds:
             break
         records.append(round_record(algorithm, r, stages, losses, dropped, time.perf_counter() - start))
+        if eval_every > 0 and r < algorithm.num_rounds and (r + 1) % eval_every == 0:
+            records[-1].update(evaluate_server(algorithm, transport, r, stages, list(dict.fromkeys(participants))))
         if on_round:
             on_round(records[-1])
         if checkpoint and should_checkpoint(algorithm, r, checkpoint_every):
             checkpoint(r + 1)
     return records
+
+
+def evaluate_server(algorithm: Algorithm, transport: Transport, r: int, stage: int, client_ids: list[str]) -> dict:
+    """Round `r`'s participants evaluate the server's current model(s) on their validation pairs, as EVALUATE tasks
+    under the round's next free stage key (so no training task's generator moves): {"val_loss": [mean per model],
+    "val_acc": [...], "eval_clients": replies, "eval_s": seconds}; {} without models or participants."""
+    models = algorithm.server_models()
+    if not models or not client_ids:
+        return {}
+    start = time.perf_counter()
+    tasks = [Task(cid, EVALUATE, list(models), tag="eval") for cid in client_ids]
+    replies = transport.exchange(tasks, TaskKey(algorithm.name, r, stage))
+    out: dict = {"eval_clients": len(replies)}
+    if replies:
+        for metric in ("val_loss", "val_acc"):
+            out[metric] = [statistics.fmean(x.metrics[metric][k] for x in replies) for k in range(len(models))]
+    out["eval_s"] = round(time.perf_counter() - start, 3)
+    return out
 
 
 def should_checkpoint(algorithm: Algorithm, round_idx: int, every: int) -> bool:

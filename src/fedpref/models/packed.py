@@ -58,6 +58,8 @@ def _plain_lora(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None, t
     name = names[0]
     if not isinstance(module.lora_dropout[name], nn.Identity) or module.use_dora.get(name, False):
         return None
+    if module.lora_A[name].weight.dtype != module.base_layer.weight.dtype:
+        return None  # model.dtype bf16/fp16: peft keeps LoRA in fp32 and casts in its own forward
     base = module.base_layer
     return base.weight, base.bias, module.lora_A[name].weight * module.scaling[name], module.lora_B[name].weight
 

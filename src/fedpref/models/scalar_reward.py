@@ -102,7 +102,8 @@ class ScalarRewardModel(nn.Module):
 
     def rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
         """(N,) rewards of N sequences (token ids, or cached hidden states)."""
-        return self.head(self.pooled(seqs)).squeeze(-1)
+        pooled = self.pooled(seqs)
+        return self.head(pooled.to(self.head.weight.dtype)).squeeze(-1)  # a no-op unless model.dtype is not fp32
 
     def pooled(self, seqs: list[torch.Tensor]) -> torch.Tensor:
         """(N, H) mean-pooled final hidden states of N sequences: what the head reads."""

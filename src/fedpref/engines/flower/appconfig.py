@@ -23,6 +23,7 @@ class ServerSettings:
     reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S
     node_wait_s: float = DEFAULT_NODE_WAIT_S
     out_dir: str = ""
+    expected_clients: int = 0  # nodes with their own data file: how many to wait for (0: partitions say)
 
 
 def split_overrides(text: str) -> list[str]:
@@ -60,4 +61,5 @@ def server_settings(run_config: Mapping[str, Any]) -> ServerSettings:
         reply_timeout_s=float(run_config.get("reply-timeout", DEFAULT_REPLY_TIMEOUT_S)),
         node_wait_s=float(run_config.get("node-wait", DEFAULT_NODE_WAIT_S)),
         out_dir=str(run_config.get("out-dir", "")),
+        expected_clients=int(run_config.get("clients", 0)),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flwr.app import Context, Message
@@ -15,13 +15,14 @@ from fedpref.client.trainer import LocalTrainer, optim_configs
 from fedpref.client.worker import EncodedClient, Trainers, answer
 from fedpref.config import ExperimentConfig
 from fedpref.data.load import load_pairs
-from fedpref.data.splits import pick_unseen, split_clients
+from fedpref.data.splits import ClientSplits, pick_unseen, split_clients
 from fedpref.engines.flower import messages as m
 from fedpref.engines.flower.appconfig import experiment_config
 from fedpref.models.factory import build_reward_model
 from fedpref.protocol import RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
 
 ConfigSource = Callable[[Context], ExperimentConfig]
+LOCAL_SOURCES = ("jsonl", "pairwise_jsonl")  # formats a node's own file may have (split-clients keeps the rows)
 
 
 @dataclass
@@ -39,44 +40,75 @@ _MODELS: dict[str, nn.Module] = {}
 _NODES: dict[tuple[str, int], Node] = {}
 
 
+LOCAL = -1  # the partition id a node with its own data file reports: it is no slice of a pooled file
+
+
 def partition_of(context: Context) -> tuple[int, int]:
     """(partition id, number of partitions) from the node config (set by the simulation or --node-config)."""
     config = context.node_config
     if "partition-id" not in config or "num-partitions" not in config:
-        raise ValueError("this node needs --node-config 'partition-id=<i> num-partitions=<N>'")
+        raise ValueError(
+            "this node needs --node-config 'data-path=\"<its own file>\"' or 'partition-id=<i> num-partitions=<N>'"
+        )
     return int(config["partition-id"]), int(config["num-partitions"])
 
 
-def node_for(cfg: ExperimentConfig, partition_id: int, num_partitions: int) -> Node:
-    key = (cfg.digest(), partition_id)
+def node_for(cfg: ExperimentConfig, context: Context) -> Node:
+    """This node's client, built once per process: from its own file (`data-path`) or its partition."""
+    own = context.node_config.get("data-path")
+    where = ("file", str(own)) if own else ("partition", *partition_of(context))
+    key = (cfg.digest(), where)
     if key not in _NODES:
-        _NODES[key] = build_node(cfg, partition_id, num_partitions)
+        if own:
+            _NODES[key] = build_local_node(cfg, Path(str(own)).expanduser(), bool(context.node_config.get("held-out")))
+        else:
+            _NODES[key] = build_node(cfg, *partition_of(context))
     return _NODES[key]
 
 
 def build_node(cfg: ExperimentConfig, partition_id: int, num_partitions: int) -> Node:
-    """Load the data, keep only this partition's client (index into the split order) and encode it."""
+    """Load the pooled data, keep only this partition's client (index into the split order) and encode it."""
     splits = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
     if num_partitions != len(splits) or not 0 <= partition_id < len(splits):
         raise ValueError(f"partition {partition_id} of {num_partitions}, but the config makes {len(splits)} clients")
-    s = splits[partition_id]
+    unseen = pick_unseen(splits, cfg.data.unseen_clients, cfg.seed) if cfg.data.unseen_clients else []
+    return encoded_node(cfg, splits[partition_id], splits[partition_id].client_id in unseen)
+
+
+def build_local_node(cfg: ExperimentConfig, path: Path, held_out: bool = False) -> Node:
+    """A node of a real federation: it reads only its own file (the config's format and keys, this path),
+    which must hold one client's pairs, and splits them with the same seeded rule as a pooled run."""
+    if cfg.data.source not in LOCAL_SOURCES:
+        raise ValueError(f"a node's own file needs data.source in {LOCAL_SOURCES}, not '{cfg.data.source}'")
+    pairs = load_pairs(replace(cfg, data=replace(cfg.data, path=str(path))))
+    users = sorted({p.client for p in pairs})
+    if len(users) != 1:
+        raise ValueError(
+            f"{path}: a node holds one client's pairs, found {len(users)} users ({', '.join(users[:5])}); "
+            "split a pooled file with `fedpref data split-clients`"
+        )
+    (own,) = split_clients(pairs, cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
+    return encoded_node(cfg, own, held_out)
+
+
+def encoded_node(cfg: ExperimentConfig, s: ClientSplits, held_out: bool) -> Node:
+    """The node's client encoded by the (per-process) shared frozen model, and its trainers."""
     if cfg.digest() not in _MODELS:
         _MODELS[cfg.digest()] = build_reward_model(cfg)
     model = _MODELS[cfg.digest()]
     client = EncodedClient(s.client_id, s.group, model.encode(s.train), model.encode(s.val), model.encode(s.test))
     train_opt, pers_opt = optim_configs(cfg)
-    info = ClientInfo(s.client_id, len(s.train), s.group)
     trainers = Trainers(LocalTrainer(model, train_opt), LocalTrainer(model, pers_opt), cfg.seed)
-    unseen = pick_unseen(splits, cfg.data.unseen_clients, cfg.seed) if cfg.data.unseen_clients else []
-    return Node(client, info, s.client_id in unseen, trainers)
+    return Node(client, ClientInfo(s.client_id, len(s.train), s.group), held_out, trainers)
 
 
 def answer_partition(msg: Message, cfg: ExperimentConfig, context: Context) -> Message:
+    """Who this node's client is and how much it holds (never its data); LOCAL when it has its own file."""
     if m.query_digest(msg.content) != cfg.digest():
         raise ValueError(f"config mismatch: server {m.query_digest(msg.content)}, this node {cfg.digest()}")
-    partition_id, num_partitions = partition_of(context)
-    node = node_for(cfg, partition_id, num_partitions)
-    return Message(m.info_to_content(node.info, partition_id, num_partitions, node.held_out), reply_to=msg)
+    node = node_for(cfg, context)
+    partition = (LOCAL, 0) if context.node_config.get("data-path") else partition_of(context)
+    return Message(m.info_to_content(node.info, *partition, node.held_out), reply_to=msg)
 
 
 def answer_task(msg: Message, node: Node, context: Context, memory_dir: Path | None) -> Message:
@@ -139,7 +171,7 @@ def make_client_app(source: ConfigSource, memory_dir: Path | None = None) -> Cli
     app = ClientApp()
 
     def node(context: Context) -> Node:
-        return node_for(source(context), *partition_of(context))
+        return node_for(source(context), context)
 
     def snapshots(context: Context) -> Path | None:
         configured = context.node_config.get("memory-dir")

@@ -15,6 +15,7 @@ from fedpref.engines.loop import task_keys
 from fedpref.protocol import RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
+LOCAL = -1  # the partition id of a node with its own data file (client_app.LOCAL)
 
 
 @dataclass
@@ -40,15 +41,20 @@ def usable(reply: Message | None, what: str) -> bool:
     return True
 
 
-def discover(grid: Grid, config_digest: str, wait_s: float, timeout_s: float) -> Peers:
-    """Ask each connected node once for its partition; wait until every partition has answered."""
-    found: dict[int, tuple[ClientInfo, int, bool]] = {}
+def discover(grid: Grid, config_digest: str, wait_s: float, timeout_s: float, expected_clients: int = 0) -> Peers:
+    """Ask each connected node once for its client; wait until every one has answered.
+
+    Nodes holding a partition of a pooled file say how many partitions there are and come in partition order
+    (the in-process order); nodes holding their own file (partition LOCAL) come in client-id order, and the
+    server waits for `expected_clients` of them.
+    """
+    found: dict[int | str, tuple[ClientInfo, int, bool]] = {}
     asked: set[int] = set()
-    expected, deadline = None, time.monotonic() + wait_s
+    expected, deadline = expected_clients or None, time.monotonic() + wait_s
     while expected is None or len(found) < expected:
         new = sorted(set(grid.get_node_ids()) - asked)
         if not new and time.monotonic() >= deadline:
-            raise RuntimeError(f"only partitions {sorted(found)} of {expected or '?'} answered within {wait_s} s")
+            raise RuntimeError(f"only {sorted(found)} of {expected or '?'} clients answered within {wait_s} s")
         if not new:
             time.sleep(1.0)
             continue
@@ -57,11 +63,18 @@ def discover(grid: Grid, config_digest: str, wait_s: float, timeout_s: float) ->
         replies = {r.metadata.src_node_id: r for r in grid.send_and_receive(msgs, timeout=timeout_s)}
         for node in new:  # a node that fails the query is not asked again
             if usable(replies.get(node), f"the partition query to node {node}"):
-                info, partition, expected = m.content_to_info(replies[node].content)
-                if partition in found:
-                    raise RuntimeError(f"two nodes claim partition {partition}")
-                found[partition] = (info, node, m.content_held_out(replies[node].content))
-    ordered = [found[p] for p in sorted(found)]
+                info, partition, partitions = m.content_to_info(replies[node].content)
+                key = info.client_id if partition == LOCAL else partition
+                if key in found:
+                    raise RuntimeError(f"two nodes claim {'client' if partition == LOCAL else 'partition'} {key}")
+                found[key] = (info, node, m.content_held_out(replies[node].content))
+                expected = expected_clients or partitions or None
+                if partition == LOCAL and not expected_clients:
+                    raise RuntimeError("nodes with their own data file: set the run config's 'clients' (how many)")
+    kinds = {isinstance(key, str) for key in found}
+    if len(kinds) > 1:
+        raise RuntimeError("some nodes hold a partition of a pooled file and others their own file; use one way")
+    ordered = [found[key] for key in sorted(found)]
     held_out = [info.client_id for info, _, held in ordered if held]
     return Peers([info for info, _, _ in ordered], {info.client_id: node for info, node, _ in ordered}, held_out)
 

@@ -1,0 +1,193 @@
+"""The Python API: `fedpref.run(config, data=...)` runs an experiment and returns its results (docs/api.md)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from fedpref.algorithms.registry import check_methods
+from fedpref.config import ExperimentConfig, _build, read_toml, validate
+from fedpref.errors import ConfigError, FedprefError
+from fedpref.experiments.experiment import FLOWER, run_experiment
+from fedpref.experiments.outputs import prepare_run_dir, run_state
+from fedpref.experiments.runner import INPROCESS
+from fedpref.models.factory import check_model_config
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ConfigLike = str | Path | Mapping[str, Any] | ExperimentConfig
+DATA_FILE = "pairs.jsonl"  # where `data` is written inside the run folder
+PATHS = {"config": "config.toml", "results": "results.json", "rounds": "rounds.jsonl", "table": "table.md"}
+PATHS |= {"plot": "personalization.png", "data": DATA_FILE}
+
+
+@dataclass
+class RunResult:
+    """What `run` returns: the curves and per-group accuracies of every method, results.json and the files."""
+
+    curves: dict[str, dict[str, list]]
+    """Per method: `steps` (personalization steps) and, at each, `acc_mean` and `acc_std` (test accuracy in %,
+    over clients)."""
+    groups: pd.DataFrame
+    """One row per (method, group, step): columns method, group, step, acc (mean test accuracy of the group's
+    clients, %); empty when the data has no group labels."""
+    results: dict
+    """results.json as written (per-client curves, rounds, diagnostics, selectors, ...)."""
+    paths: dict[str, Path]
+    """`run_dir` and the files written in it: config, results, rounds, table, plot (and data, if given)."""
+    config: ExperimentConfig
+    """The resolved config that ran."""
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False, compare=False)
+    # out=None: the temporary run folder lives as long as this result (then it is deleted)
+
+
+def run(
+    config: ConfigLike,
+    data: Any = None,
+    engine: str = INPROCESS,
+    out: str | Path | None = None,
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    verbose: bool = False,
+) -> RunResult:
+    """Run every method of `config` (a TOML path, a dict shaped like the TOML, or an ExperimentConfig), as
+    `fedpref run` does, and return its results.
+
+    `data`: preference pairs as a list of dicts, a `datasets.Dataset` or a pandas DataFrame, one row per pair,
+    keys as `data.pairwise` names them (prompt, chosen, rejected, user_id, optionally a group key); they are
+    written to `pairs.jsonl` in the run folder and read as `data.source = 'pairwise_jsonl'`. `out`: the run
+    folder (None: a temporary one that lasts as long as the result); `overwrite` and `resume` as on the command
+    line. Quiet unless `verbose`.
+    """
+    if engine not in (INPROCESS, FLOWER):
+        raise ConfigError(f"engine = '{engine}': must be '{INPROCESS}' or '{FLOWER}'")
+    if resume and overwrite:
+        raise FedprefError("resume and overwrite exclude each other")
+    rows = _rows(data) if data is not None else None
+    cfg, where = _config(config, rows is not None)
+    if rows is not None:
+        _check_keys(rows, cfg)
+    check_methods(cfg, where)
+    check_model_config(cfg)  # device and head, before a folder is made or a weight loaded
+    tmp = tempfile.TemporaryDirectory(prefix="fedpref-") if out is None else None
+    run_dir = Path(tmp.name) / "run" if tmp else Path(out)
+    if resume:
+        if not (run_dir / "config.toml").is_file():
+            raise FedprefError(f"{run_dir}: nothing to resume (no config.toml)")
+    else:
+        _prepare(run_dir, overwrite)
+    if rows is not None:
+        data_path = run_dir / DATA_FILE
+        if not resume:  # resuming reads the very file the run started with (the config hash names its path)
+            _write_jsonl(rows, data_path)
+        cfg.data.source, cfg.data.path = "pairwise_jsonl", str(data_path)
+    console = Console(stderr=True) if verbose else Console(quiet=True)
+    results = run_experiment(cfg, run_dir, console, resume=resume, engine=engine)
+    paths = {"run_dir": run_dir} | {k: run_dir / name for k, name in PATHS.items() if (run_dir / name).is_file()}
+    return RunResult(_curves(results), _group_table(results), results, paths, cfg, tmp)
+
+
+def _prepare(run_dir: Path, overwrite: bool) -> None:
+    """prepare_run_dir, with its refusals in this API's words (resume=, overwrite=, out=) rather than flags."""
+    state = run_state(run_dir)
+    if state == "unfinished" and not overwrite:
+        raise FedprefError(
+            f"{run_dir} holds an unfinished run; pass resume=True to continue it, overwrite=True to start it "
+            "again, or another out"
+        )
+    if state in ("finished", "other") and not overwrite:
+        raise FedprefError(f"{run_dir} is not empty; pass overwrite=True or another out")
+    prepare_run_dir(run_dir, overwrite)
+
+
+def _config(config: ConfigLike, with_data: bool) -> tuple[ExperimentConfig, str]:
+    """(validated copy of the config, its name for messages); with data, its source is the data's file."""
+    if isinstance(config, ExperimentConfig):
+        cfg, where = copy.deepcopy(config), "<ExperimentConfig>"
+        if with_data:
+            cfg.data.source, cfg.data.path = "pairwise_jsonl", f"<data: {DATA_FILE} in the run folder>"
+        validate(cfg, where)
+        return cfg, where
+    if isinstance(config, Mapping):
+        where, raw = "<dict>", copy.deepcopy(dict(config))
+    elif isinstance(config, str | Path):
+        where, raw = read_toml(config, None)
+    else:
+        raise ConfigError(f"config: expected a TOML path, a dict or an ExperimentConfig, got {type(config).__name__}")
+    if with_data:  # set before validation: the synthetic source's checks must not apply to the user's data
+        data = raw.setdefault("data", {})
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}: 'data' must be a section/table")
+        data |= {"source": "pairwise_jsonl", "path": f"<data: {DATA_FILE} in the run folder>"}
+    cfg = _build(ExperimentConfig, raw, where, prefix="")
+    validate(cfg, where)
+    return cfg, where
+
+
+def _rows(data: Any) -> list[dict]:
+    """Rows of a list of dicts, a datasets.Dataset or a pandas DataFrame (recognized by their methods, so that
+    neither library is imported here)."""
+    if hasattr(data, "to_pandas") and hasattr(data, "features"):  # datasets.Dataset
+        rows = data.to_list()
+    elif hasattr(data, "to_dict") and hasattr(data, "columns"):  # pandas.DataFrame
+        rows = data.to_dict(orient="records")
+    elif isinstance(data, list | tuple):
+        rows = list(data)
+    else:
+        raise FedprefError(f"data: expected a list of dicts, a datasets.Dataset or a DataFrame, got {type(data)}")
+    bad = next((i for i, row in enumerate(rows) if not isinstance(row, Mapping)), None)
+    if bad is not None:
+        raise FedprefError(f"data: row {bad} is a {type(rows[bad]).__name__}, not a dict")
+    if not rows:
+        raise FedprefError("data: no preference pairs")
+    return rows
+
+
+def _check_keys(rows: list[dict], cfg: ExperimentConfig) -> None:
+    """The first row has every key data.pairwise names: a message naming the option beats a loader error."""
+    p = cfg.data.pairwise
+    wanted = {"prompt_key": p.prompt_key, "chosen_key": p.chosen_key, "rejected_key": p.rejected_key}
+    wanted |= {"user_key": p.user_key} | ({"group_key": p.group_key} if p.group_key else {})
+    missing = [f"'{key}' (data.pairwise.{option})" for option, key in wanted.items() if key not in rows[0]]
+    if missing:
+        raise ConfigError(
+            f"data: row 0 has no {', '.join(missing)}; its keys: {', '.join(map(str, rows[0]))} "
+            "(set data.pairwise.* in the config to map them)"
+        )
+
+
+def _write_jsonl(rows: list[dict], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(dict(row), default=_plain) + "\n")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars (DataFrame cells) as Python numbers; anything else JSON lacks as its text."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _curves(results: dict) -> dict[str, dict[str, list]]:
+    keys = ("steps", "acc_mean", "acc_std")
+    return {name: {k: list(r["personalization"][k]) for k in keys} for name, r in results["methods"].items()}
+
+
+def _group_table(results: dict) -> pd.DataFrame:
+    import pandas as pd  # only here: `import fedpref.api` should not pay for pandas
+
+    rows = [
+        {"method": name, "group": group, "step": step, "acc": acc}
+        for name, r in results["methods"].items()
+        for group, accs in r["personalization"]["by_group"].items()
+        for step, acc in zip(r["personalization"]["steps"], accs)
+    ]
+    return pd.DataFrame(rows, columns=["method", "group", "step", "acc"])

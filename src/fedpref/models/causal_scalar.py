@@ -1,0 +1,77 @@
+"""Scalar value head on a causal LM with LoRA: the last token's final hidden state, like
+AutoModelForSequenceClassification."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from fedpref.config import LoraConfig
+from fedpref.data.pairs import PreferencePair
+from fedpref.models.adapters import add_lora, set_lora_training
+from fedpref.models.encoded import EncodedPairs, pad
+from fedpref.models.token_cache import cached_token_ids
+
+TOKENS_VERSION = "causal-scalar-1"  # the last max_length tokens of tokenizer(prompt + response); bump if it changes
+
+
+class CausalScalarRewardModel(nn.Module):
+    """r(x, y) = w^T h_last(x y) + b, h_last the final hidden state at the last real token (right padding);
+    the margin is r(x, y+) - r(x, y-). The sequence keeps its end when too long: the response's last token is
+    the one the head reads."""
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        tokenizer,
+        lora: LoraConfig,
+        max_length: int,
+        generator: torch.Generator,
+        cache_dir: str | Path | None = None,
+    ):
+        super().__init__()
+        self.lm = add_lora(backbone, lora, causal=True)
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.cache_dir = cache_dir
+        hidden = backbone.config.hidden_size
+        self.head = nn.Linear(hidden, 1)
+        with torch.no_grad():  # the same draw as the encoder's scalar head
+            self.head.weight.copy_(torch.randn(1, hidden, generator=generator) * hidden**-0.5)
+            self.head.bias.zero_()
+        self.train(False)  # new LoRA dropout modules start in train mode
+
+    def encode(self, pairs: list[PreferencePair]) -> EncodedPairs:
+        texts = [(p.prompt, r) for p in pairs for r in (p.chosen, p.rejected)]
+        token_ids = cached_token_ids(
+            self.cache_dir, self.tokenizer, texts, self._tokenize, max_length=self.max_length, version=TOKENS_VERSION
+        )
+        return EncodedPairs(seqs=[torch.tensor(t) for t in token_ids], num_pairs=len(pairs))
+
+    def _tokenize(self, texts: list[tuple[str, str]]) -> list[list[int]]:
+        return [self.tokenizer(a + b)["input_ids"][-self.max_length :] for a, b in texts]
+
+    def pooled(self, seqs: list[torch.Tensor]) -> torch.Tensor:
+        """(N, H) final hidden states at each sequence's last token: what the head reads."""
+        device = self.head.weight.device
+        ids, mask = pad(seqs, self.tokenizer.pad_token_id)
+        ids, mask = ids.to(device), mask.to(device)
+        decoder = self.lm.get_base_model().get_decoder()
+        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        return hidden[torch.arange(len(mask), device=device), mask.sum(1) - 1]
+
+    def rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
+        """(N,) rewards of N token-id sequences."""
+        return self.head(self.pooled(seqs).to(self.head.weight.dtype)).squeeze(-1)
+
+    def train(self, mode: bool = True):
+        set_lora_training(self, mode)
+        return self
+
+    def margins(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
+        """(B,) reward margins r(x, y+) - r(x, y-) of the pairs at `index`."""
+        seqs = [enc.seqs[2 * i + k] for i in index.tolist() for k in (0, 1)]
+        r = self.rewards(seqs).view(-1, 2)  # (B, 2)
+        return r[:, 0] - r[:, 1]
