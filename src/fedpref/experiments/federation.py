@@ -64,19 +64,34 @@ def descendants(pid: int) -> list[int]:
     return children + [d for c in children for d in descendants(c)]
 
 
-def stop(processes: list[subprocess.Popen]) -> None:
-    """SIGTERM to every started process's group and all their descendants; SIGKILL a group still up after 15 s."""
+def stop(processes: list[subprocess.Popen], grace_s: float = 15.0) -> None:
+    """SIGTERM to every started process's group and all their descendants, then wait until each is gone;
+    SIGKILL what is still up after `grace_s`."""
     below = [d for p in processes for d in descendants(p.pid)]
     for pid in [p.pid for p in processes]:
         _signal(os.killpg, pid, signal.SIGTERM)
     for pid in below:
         _signal(os.kill, pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
     for p in processes:
         try:
-            p.wait(timeout=15)
+            p.wait(timeout=max(deadline - time.monotonic(), 0.1))
         except subprocess.TimeoutExpired:
             _signal(os.killpg, p.pid, signal.SIGKILL)
-            p.wait(timeout=15)
+            p.wait(timeout=grace_s)
+    while (alive := [pid for pid in below if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in alive:
+        _signal(os.kill, pid, signal.SIGKILL)
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` exists and is not a zombie (a finished process not yet reaped)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 def _signal(send: Callable[[int, int], None], pid: int, sig: signal.Signals) -> None:
@@ -145,8 +160,8 @@ def run_federation(
         for path in files:
             home = out / "nodes" / path.stem  # the node's working folder: empty, it reads only its own file
             home.mkdir(parents=True, exist_ok=True)
-            config = f'data-path="{path.resolve()}"'
-            processes.append(start_supernode(link, config, env, home, logs / f"node-{path.stem}.log"))
+            own = f'data-path="{path.resolve()}"'
+            processes.append(start_supernode(link, own, env, home, logs / f"node-{path.stem}.log"))
         report(f"started a SuperLink on 127.0.0.1:{link} and {len(files)} SuperNodes (logs: {logs})")
         submit(config, len(files), out, methods, overrides, env, logs)
         return wait_for_results(out / "results.json", methods, processes, timeout_s, report)
