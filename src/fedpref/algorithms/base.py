@@ -25,6 +25,7 @@ class Algorithm:
 
     name = "base"
     phase_end_rounds: Sequence[int] = ()  # rounds after which one of the method's phases ends (checkpointed)
+    has_selector = False  # a latent-conditioned selector, evaluated by `selector_tasks` after the rounds
     latent_trace: list[dict]  # a latent-conditioned selector's per-round client latent means (FedVPA family)
 
     def __init__(self, clients: list[ClientInfo], init_state: State, num_rounds: int):

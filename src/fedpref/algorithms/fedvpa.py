@@ -71,6 +71,8 @@ class FedVPA(Algorithm):
     means gives the prototype indices (Sec. 4.2). Round 0 (and FedVPL) uses N(0, I).
     """
 
+    has_selector = True
+
     def __init__(
         self,
         clients: list[ClientInfo],

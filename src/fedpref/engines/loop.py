@@ -184,7 +184,7 @@ def evaluate_selector(algorithm: Algorithm, transport: Transport, infos: list[Cl
     held_out = set(algorithm.held_out)
     seen = [c.client_id for c in infos if c.client_id not in held_out]
     unseen = [c.client_id for c in infos if c.client_id in held_out]
-    if not algorithm.selector_tasks(seen[:1]):
+    if not algorithm.has_selector:
         return None
     out = {"seen": ask_selector(algorithm, transport, seen, "selector/seen")}
     if unseen:
