@@ -124,6 +124,11 @@ class DataConfig:
         "Disk cache of tokenized data, keyed by the texts, tokenizer and max_length ('' disables it).",
         "~/.cache/fedpref",
     )
+    prefix_cache_mb: int = _help(
+        "With lora.top_layers and cache_frozen_prefix, also keep the frozen layers' hidden states in cache_dir "
+        "(keyed by their weights and the token ids) for each client split up to this many MB (0: never).",
+        64,
+    )
     tldr: TldrConfig = field(default_factory=TldrConfig)
     hh: HHConfig = field(default_factory=HHConfig)
     pairwise: PairwiseConfig = field(default_factory=PairwiseConfig)
@@ -289,12 +294,15 @@ class ExperimentConfig:
             del out["federation"]["eval_every"]
         if out["logging"] == dataclasses.asdict(LoggingConfig()):
             del out["logging"]
+        if out["data"]["prefix_cache_mb"] == DataConfig.prefix_cache_mb:
+            del out["data"]["prefix_cache_mb"]
         return out
 
     def digest(self) -> str:
         """A short hash of the resolved config (recorded with every run)."""
         resolved = self.to_dict()
         resolved.pop("logging", None)  # where the numbers are logged changes none of them (and --resume may differ)
+        resolved["data"].pop("prefix_cache_mb", None)  # nor does which encodings are read back from disk
         blob = json.dumps(resolved, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -452,6 +460,7 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")
+    need(c.data.prefix_cache_mb >= 0, "data.prefix_cache_mb", "must be >= 0 (0 disables the cache)")
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
     selector_on_minilm = c.model.head == "selector" and c.model.backbone == "minilm"
     need(not selector_on_minilm, "model.head", "'selector' needs a causal-LM backbone (model.backbone)")

@@ -72,5 +72,8 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     cls = ScalarRewardModel
     if causal:
         cls = SelectorRewardModel if cfg.model.head == "selector" else CausalScalarRewardModel
-    model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, cache_dir=cache_root(cfg.data.cache_dir))
+    cache = {"cache_dir": cache_root(cfg.data.cache_dir)}
+    if cls is ScalarRewardModel:
+        cache["prefix_cache_mb"] = cfg.data.prefix_cache_mb
+    model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, **cache)
     return model.to(cfg.device)

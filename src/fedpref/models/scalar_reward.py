@@ -12,6 +12,7 @@ from fedpref.data.pairs import PreferencePair
 from fedpref.models.adapters import adapted_layers, add_lora, set_lora_training
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.packed import Packing, packed_bert_layer
+from fedpref.models.prefix_cache import PrefixCache, modules_fingerprint
 from fedpref.models.token_cache import cached_token_ids
 
 TOKENS_VERSION = "scalar-1"  # (prompt, response) pairs, truncation='longest_first'; bump if that changes
@@ -26,7 +27,8 @@ class ScalarRewardModel(nn.Module):
     this equals the full forward up to float rounding. With `pack_sequences`, the
     layers run on the batch's real tokens only (`fedpref.models.packed`), also equal
     up to rounding. With `cache_dir`, token ids come from a disk cache
-    (`fedpref.models.token_cache`) when the texts were seen.
+    (`fedpref.models.token_cache`) when the texts were seen, and with `prefix_cache_mb` > 0 also the
+    frozen prefix's hidden states (`fedpref.models.prefix_cache`), for encode calls up to that size.
     """
 
     def __init__(
@@ -37,11 +39,15 @@ class ScalarRewardModel(nn.Module):
         max_length: int,
         generator: torch.Generator,
         cache_dir: str | Path | None = None,
+        prefix_cache_mb: int = 0,
     ):
         super().__init__()
         self.cache_dir = cache_dir
         self.first_adapted = adapted_layers(backbone, lora)[0]
         self.cache_prefix = lora.cache_frozen_prefix and self.first_adapted > 0
+        self.prefix_cache = None
+        if self.cache_prefix and cache_dir and prefix_cache_mb > 0:
+            self.prefix_cache = PrefixCache(Path(cache_dir), self._prefix_fingerprint, prefix_cache_mb * 2**20)
         self.pack_sequences = lora.pack_sequences
         self.encoder = add_lora(backbone, lora, causal=False)
         self.tokenizer = tokenizer
@@ -64,9 +70,18 @@ class ScalarRewardModel(nn.Module):
             self.cache_dir, self.tokenizer, texts, self._tokenize, max_length=self.max_length, version=TOKENS_VERSION
         )
         ids = [torch.tensor(t) for t in token_ids]
-        if self.cache_prefix:
+        if self.prefix_cache is not None:
+            ids = self.prefix_cache.hidden_states(ids, self._frozen_prefix)
+        elif self.cache_prefix:
             ids = self._frozen_prefix(ids)
         return EncodedPairs(seqs=ids, num_pairs=len(pairs))
+
+    def _prefix_fingerprint(self) -> str:
+        """What decides `_frozen_prefix`: the embeddings' and frozen layers' weights, the layout, dtype and device."""
+        frozen = [self.bert.embeddings, *self.bert.encoder.layer[: self.first_adapted]]
+        weight = self.head.weight
+        settings = (self.first_adapted, self.pack_sequences, str(weight.dtype), weight.device.type)
+        return modules_fingerprint(frozen, type(self.bert).__qualname__, self.tokenizer.sep_token_id, *settings)
 
     def _tokenize(self, texts: list[tuple[str, str]]) -> list[list[int]]:
         tok = self.tokenizer

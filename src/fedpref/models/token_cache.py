@@ -9,7 +9,7 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -93,19 +93,26 @@ def _read(path: Path, count: int) -> TokenIds | None:
 
 
 def _write(path: Path, ids: TokenIds) -> None:
-    """Write atomically (temporary file, then rename), so concurrent runs never see half a file."""
     offsets = np.cumsum([0] + [len(s) for s in ids], dtype=np.int64)
     flat = np.fromiter((t for s in ids for t in s), dtype=np.int32, count=int(offsets[-1]))
+    atomic_write(path, lambda f: np.savez(f, ids=flat, offsets=offsets))
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """`write` into a temporary file, then rename it to `path`, so concurrent runs never see half a file.
+
+    A cache that cannot be written only costs recomputation: failures are logged, never raised.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     except OSError as e:
-        log.warning("%s: cannot write the token cache (%s); continuing without it", path.parent, e)
+        log.warning("%s: cannot write the cache (%s); continuing without it", path.parent, e)
         return
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, ids=flat, offsets=offsets)
+            write(f)
         os.replace(tmp, path)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        log.warning("%s: cannot write the token cache (%s); continuing without it", path, e)
+        log.warning("%s: cannot write the cache (%s); continuing without it", path, e)
