@@ -17,7 +17,7 @@ LOSS = {"rel": 1e-5}  # float32 sums, 2 threads: equal here, and within this on 
 # differences further: on an AMD EPYC (the pins come from another CPU) round 3 is 2.8e-5 relative off, same pairs.
 FEDDPO_LOSS = {"rel": 1e-4}
 ACC = {"abs": 1e-9}  # percentages of a handful of test pairs: exact
-FEDERATED = ["FL", "FL_target", "FedGD", "FedBiscuit", "Soft-FL", "FedVPL", "FedVPA-GP"]  # the Flower run's
+FEDERATED = ["FL", "FL_target", "FedGD", "FedBiscuit", "Soft-FL", "FedVPL", "FedVPA-GP", "FedAvgM"]  # the Flower run's
 
 PINNED = {
     "Local": {
@@ -79,6 +79,11 @@ PINNED = {
         "acc": [58.33, 62.5],
         "by_group": {"G1": [33.33, 50.0], "G2": [58.33, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
         "train_loss": [0.780330757300059, 11.669067819913229],
+    },
+    "FedAvgM": {  # docs/extending.md's example, at momentum 0.5 (tests/conftest.py's EXAMPLE_OPTIONS)
+        "acc": [60.42, 60.42],
+        "by_group": {"G1": [41.67, 41.67], "G2": [58.33, 58.33], "G3": [58.33, 58.33], "G4": [83.33, 83.33]},
+        "train_loss": [0.67073987921079, 0.6827756464481354],
     },
 }
 FEDDPO_LOSSES = [0.6794819235801697, 0.7003147006034851, 0.6774770418802897]  # stage2_tiny: 3 rounds of 2 clients

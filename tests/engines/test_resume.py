@@ -115,10 +115,9 @@ def test_kill_during_the_second_method_then_resume_is_identical(reference, tmp_p
     assert_same(reference, out)
 
 
-def test_same_seed_same_results_other_seed_differs(reference, tmp_path):
-    again, other = tmp_path / "again", tmp_path / "other"
-    assert main(["run", "configs/tiny.toml", "--out", str(again), *ARGS]) == 0
-    assert_same(reference, again)
+def test_other_seed_differs(reference, tmp_path):
+    # the same seed giving the same results is what every resume test above (and the pinned numbers) checks
+    other = tmp_path / "other"
     assert main(["run", "configs/tiny.toml", "--out", str(other), *ARGS, "--set", "seed=1"]) == 0
     assert comparable(reference)[0] != comparable(other)[0]
 
