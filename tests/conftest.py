@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from pathlib import Path
 
 import pytest
@@ -78,12 +80,36 @@ def tiny_every_method(tmp_path_factory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="session")
 def tiny_flower(tmp_path_factory) -> Path:
-    """Run folder of configs/tiny.toml with every federated method on Flower's Simulation Engine."""
+    """Run folder of configs/tiny.toml with every federated method on Flower's Simulation Engine. Every message
+    the server sends or receives is kept, serialized as on the wire, in `<run>/../messages/` (for
+    tests/engines/test_flower_messages.py)."""
     pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
     out = tmp_path_factory.mktemp("tiny_flower") / "run"
     methods = [f"algorithm.methods={FEDERATED_METHODS!r}", *EXAMPLE_OPTIONS]
-    run_cli(["run", str(ROOT / "configs" / "tiny.toml"), "--engine", "flower", "--out", str(out), *_sets(methods)])
+    with recording_messages(out.parent / "messages"):
+        run_cli(["run", str(ROOT / "configs" / "tiny.toml"), "--engine", "flower", "--out", str(out), *_sets(methods)])
     return out
+
+
+@contextlib.contextmanager
+def recording_messages(folder: Path):
+    """Write every Message the simulation's server grid pushes or pulls to `folder` as protobuf bytes."""
+    from flwr.common.serde import message_to_proto
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+    folder.mkdir(parents=True)
+    count = itertools.count()
+    push, pull = InMemoryGrid.push_messages, InMemoryGrid.pull_messages
+
+    def keep(messages):
+        for msg in messages:
+            (folder / f"{next(count):06d}.pb").write_bytes(message_to_proto(msg).SerializeToString())
+        return messages
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(InMemoryGrid, "push_messages", lambda self, msgs: push(self, keep(list(msgs))))
+        patch.setattr(InMemoryGrid, "pull_messages", lambda self, ids: keep(list(pull(self, ids))))
+        yield
 
 
 @pytest.fixture(scope="session")

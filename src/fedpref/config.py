@@ -258,6 +258,27 @@ class VariationalConfig:
 
 
 @dataclass
+class PrivacyConfig:
+    """Client-level differential privacy for the methods whose server step is a mean of client updates (FL,
+    FL_target, FedAvgM); off by default. Clients clip, the server adds Gaussian noise, Flower's RDP accountant
+    (flwr[dp]) reports the run's (epsilon, delta)."""
+
+    clip_norm: float = _help(
+        "C: each client scales its update (trained minus received adapters) to L2 norm <= C before sending it; "
+        "the server then averages the updates with equal weights (0: off).",
+        0.0,
+    )
+    noise_multiplier: float = _help(
+        "z: the server adds N(0, (z C / n)^2) per coordinate to the mean of n clipped updates (0: no noise).", 0.0
+    )
+    delta: float = _help("The delta of the reported (epsilon, delta); keep it below 1 / number of clients.", 1e-3)
+
+    @property
+    def enabled(self) -> bool:
+        return self.clip_norm > 0
+
+
+@dataclass
 class LoggingConfig:
     """Experiment tracking besides the run folder (`fedpref run --log tensorboard,csv`); never changes a number."""
 
@@ -285,6 +306,7 @@ class ExperimentConfig:
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     variational: VariationalConfig = field(default_factory=VariationalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -294,6 +316,8 @@ class ExperimentConfig:
             del out["federation"]["eval_every"]
         if out["logging"] == dataclasses.asdict(LoggingConfig()):
             del out["logging"]
+        if out["privacy"] == dataclasses.asdict(PrivacyConfig()):
+            del out["privacy"]
         if out["data"]["prefix_cache_mb"] == DataConfig.prefix_cache_mb:
             del out["data"]["prefix_cache_mb"]
         return out
@@ -461,6 +485,14 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")
     need(c.data.prefix_cache_mb >= 0, "data.prefix_cache_mb", "must be >= 0 (0 disables the cache)")
+    need(c.privacy.clip_norm >= 0, "privacy.clip_norm", "must be >= 0 (0: no differential privacy)")
+    need(c.privacy.noise_multiplier >= 0, "privacy.noise_multiplier", "must be >= 0")
+    need(
+        c.privacy.noise_multiplier == 0 or c.privacy.enabled,
+        "privacy.noise_multiplier",
+        "needs privacy.clip_norm > 0 (the noise is scaled to the clipping norm)",
+    )
+    need(0 < c.privacy.delta < 1, "privacy.delta", "must be in (0, 1)")
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
     selector_on_minilm = c.model.head == "selector" and c.model.backbone == "minilm"
     need(not selector_on_minilm, "model.head", "'selector' needs a causal-LM backbone (model.backbone)")

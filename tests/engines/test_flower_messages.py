@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
 pytest.importorskip("flwr")
 
 from flwr.app import RecordDict  # noqa: E402
+from flwr.common.serde import recorddict_to_proto  # noqa: E402
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects  # noqa: E402
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents  # noqa: E402
 
+from fedpref.config import load_config  # noqa: E402
+from fedpref.data.load import load_pairs  # noqa: E402
 from fedpref.engines.flower import messages as m  # noqa: E402
 from fedpref.protocol import EVALUATE, PERSONALIZE, RESTORE_MEMORY, TRAIN, ClientInfo, Reply, Task  # noqa: E402
+
+TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
 
 
 def wire(content: RecordDict) -> RecordDict:
@@ -135,3 +143,30 @@ def wire_or_not(content: RecordDict, through_wire: bool) -> RecordDict:
 def test_client_memory_round_trip() -> None:
     memory = {"gumbel_logits": {"c1": -0.25, "c7": 1.5}}
     assert m.record_to_memory(wire(RecordDict({m.MEMORY: m.memory_to_record(memory)}))[m.MEMORY]) == memory
+
+
+@pytest.mark.flower
+def test_no_client_text_in_any_message_of_a_simulation(tiny_flower) -> None:
+    """Every message of the shared Flower run (every federated method; tests/conftest.py records them as
+    protobuf bytes, as they would go over the wire) is free of every prompt, chosen and rejected text."""
+    blobs = [p.read_bytes() for p in sorted((tiny_flower.parent / "messages").glob("*.pb"))]
+    kinds = {b"train", b"evaluate", b"query.personalize"}
+    assert len(blobs) > 100 and all(any(k in b for b in blobs) for k in kinds)
+    texts = {t for p in load_pairs(load_config(TINY)) for t in (p.prompt, p.chosen, p.rejected)}
+    # every sentence on its own too (a text cut short would still leak); the ASCII ones, which a leak would
+    # leave as one printable run of bytes (2 of the 576 texts have an accented letter, their other sentences count)
+    texts |= {s.strip() for t in list(texts) for s in t.split(".") if len(s.strip()) >= 20}
+    texts = {t for t in texts if t.isascii()}
+    assert len(texts) > 1000
+    runs = {r for b in blobs for r in printable_runs(b)}
+    leaks = [t for t in texts for r in runs if t in r]
+    assert not leaks, leaks[:3]
+    # the check can fail: a task whose payload carried a text would be caught
+    text = max(texts, key=len)
+    content = m.task_to_content(Task("c0", TRAIN, [state(0)], payload={"note": text}), m.TaskKey("FL", 0, 0, 0))
+    assert any(text in r for r in printable_runs(recorddict_to_proto(content).SerializeToString()))
+
+
+def printable_runs(blob: bytes) -> list[str]:
+    """The runs of 20 or more printable ASCII bytes: where an ASCII text would sit, apart from tensor bytes."""
+    return [r.decode() for r in re.findall(rb"[\x20-\x7e]{20,}", blob)]

@@ -53,6 +53,10 @@ class Algorithm:
         each is evaluated by the round's participants with an EVALUATE task. None by default (no evaluation)."""
         return []
 
+    def privacy_spent(self) -> dict | None:
+        """The (epsilon, delta) the method's releases have spent under client-level DP; None without DP."""
+        return None
+
     def selector_tasks(self, client_ids: list[str]) -> list[Task]:
         """A latent-conditioned selector's own evaluation of each of `client_ids` (FedVPA-GP paper, Tables 1-2),
         as tasks; none for the other methods."""

@@ -7,6 +7,7 @@ from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, weighted_average
 from fedpref.algorithms.base import Algorithm
+from fedpref.algorithms.privacy import ClientLevelDP
 from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import uniform_sample
 from fedpref.config import ExperimentConfig
@@ -15,9 +16,14 @@ from fedpref.protocol import TRAIN, ClientInfo, Reply, Task
 
 
 class FedAvg(Algorithm):
-    """One global model; each round |S_r| sampled clients train tau steps from it (FedGD paper, Sec. 2.1)."""
+    """One global model; each round |S_r| sampled clients train tau steps from it (FedGD paper, Sec. 2.1).
+
+    With `privacy` (client-level DP, `ClientLevelDP`), clients clip their updates and the server takes the
+    noised equal-weight mean instead of the size-weighted one.
+    """
 
     name = "FL"
+    uniform_sampling = True  # S_r is a uniform sample without replacement: DP accounting may amplify by it
 
     def __init__(
         self,
@@ -27,12 +33,14 @@ class FedAvg(Algorithm):
         clients_per_round: int,
         local_steps: int,
         seed: int,
+        privacy: ClientLevelDP | None = None,
     ):
         super().__init__(clients, init_state, num_rounds)
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps = clients_per_round, local_steps
         self.seed, self.rng = seed, np.random.default_rng(seed)
         self._trained_round = -1
+        self.privacy = privacy
 
     def sample(self, round_idx: int) -> list[str]:
         return uniform_sample([c.client_id for c in self.clients], self.clients_per_round, self.rng)
@@ -43,11 +51,17 @@ class FedAvg(Algorithm):
         self._trained_round = round_idx
         sampled = self.sample(round_idx)
         self.history.append({"round": round_idx, "sampled": sampled})
-        return [Task(c, TRAIN, [self.global_state], steps=self.local_steps) for c in sampled]
+        payload = {"clip_norm": self.privacy.clip_norm} if self.privacy else {}
+        return [Task(c, TRAIN, [self.global_state], steps=self.local_steps, payload=payload) for c in sampled]
 
     def receive(self, round_idx: int, replies: list[Reply]) -> None:
-        if replies:  # a round with no replies keeps the previous model
-            self.global_state = weighted_average([r.state for r in replies], [r.num_examples for r in replies])
+        if not replies:  # a round with no replies keeps the previous model
+            return
+        states = [r.state for r in replies]
+        if self.privacy:
+            self.global_state = self.privacy.aggregate(states, round_idx)
+        else:
+            self.global_state = weighted_average(states, [r.num_examples for r in replies])
 
     def initialization(self, client_id: str) -> State:
         return self.global_state
@@ -55,10 +69,24 @@ class FedAvg(Algorithm):
     def server_models(self) -> list[State]:
         return [self.global_state]
 
+    def privacy_spent(self) -> dict | None:
+        return self.privacy.spent() if self.privacy else None
+
+
+def client_dp(cfg: ExperimentConfig, infos: list[ClientInfo], uniform_sampling: bool) -> ClientLevelDP | None:
+    """The run's [privacy] settings for a FedAvg-family method over `infos` (None when off)."""
+    cohort = cfg.federation.clients_per_round
+    return ClientLevelDP.from_config(cfg.privacy, len(infos), cohort, uniform_sampling, cfg.seed)
+
 
 def build_fedavg(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedAvg:
     f = cfg.federation
-    return FedAvg(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed)
+    privacy = client_dp(cfg, infos, FedAvg.uniform_sampling)
+    return FedAvg(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy)
 
 
-SPECS = (MethodSpec(FedAvg.name, build_fedavg, "FedAvg: one global model, size-weighted mean of the sampled clients"),)
+SPECS = (
+    MethodSpec(
+        FedAvg.name, build_fedavg, "FedAvg: one global model, size-weighted mean of the sampled clients", client_dp=True
+    ),
+)

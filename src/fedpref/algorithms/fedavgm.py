@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from fedpref.algorithms.fedavg import FedAvg
+from fedpref.algorithms.fedavg import FedAvg, client_dp
 from fedpref.algorithms.registry import MethodSpec, method_options
 from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
@@ -68,9 +68,16 @@ class FedAvgM(FedAvg):
 def build_fedavgm(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedAvgM:
     f = cfg.federation
     options = method_options(cfg, FedAvgM.name)
-    return FedAvgM(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, options=options)
+    args = (infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed)
+    return FedAvgM(*args, client_dp(cfg, infos, FedAvgM.uniform_sampling), options=options)
 
 
 SPECS = (
-    MethodSpec(FedAvgM.name, build_fedavgm, "FedAvg with server momentum (Hsu et al. 2019)", options=ServerMomentum),
+    MethodSpec(
+        FedAvgM.name,
+        build_fedavgm,
+        "FedAvg with server momentum (Hsu et al. 2019)",
+        options=ServerMomentum,
+        client_dp=True,  # the momentum step is post-processing of the noised mean
+    ),
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedpref.algorithms.fedavg import FedAvg
+from fedpref.algorithms.fedavg import FedAvg, client_dp
+from fedpref.algorithms.privacy import ClientLevelDP
 from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import group_debiased_sample
 from fedpref.config import ExperimentConfig
@@ -23,6 +24,7 @@ class FLTarget(FedAvg):
     """
 
     name = "FL_target"
+    uniform_sampling = False  # group-wise: DP is accounted without amplification by subsampling
 
     def __init__(
         self,
@@ -32,12 +34,13 @@ class FLTarget(FedAvg):
         clients_per_round: int,
         local_steps: int,
         seed: int,
+        privacy: ClientLevelDP | None = None,
     ):
         missing = [c.client_id for c in clients if c.true_group is None]
         if missing:
             raise ValueError(f"FL_target needs the ground-truth group of every client; none for {missing[:5]}")
         labels = sorted({c.true_group for c in clients})
-        super().__init__(clients, init_state, num_rounds, clients_per_round, local_steps, seed)
+        super().__init__(clients, init_state, num_rounds, clients_per_round, local_steps, seed, privacy)
         self.group_index = [labels.index(c.true_group) for c in clients]
         self.turn_order = self.rng.permutation(len(labels)).tolist()
 
@@ -50,7 +53,15 @@ class FLTarget(FedAvg):
 
 def build_fl_target(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FLTarget:
     f = cfg.federation
-    return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed)
+    privacy = client_dp(cfg, infos, FLTarget.uniform_sampling)
+    return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy)
 
 
-SPECS = (MethodSpec(FLTarget.name, build_fl_target, "FedAvg sampling a uniform mix of the true groups (an oracle)"),)
+SPECS = (
+    MethodSpec(
+        FLTarget.name,
+        build_fl_target,
+        "FedAvg sampling a uniform mix of the true groups (an oracle)",
+        client_dp=True,
+    ),
+)

@@ -34,6 +34,7 @@ class MethodSpec:
     multi_model: bool = False  # keeps K = algorithm.num_models models, so needs K <= the number of clients
     variational: bool = False  # a latent-conditioned selector (FedVPA-GP family), evaluated after the rounds
     options: type | None = None  # a dataclass of the method's own options: [algorithm.options.NAME]
+    client_dp: bool = False  # its server step is a mean of client updates: [privacy] (client-level DP) applies
 
 
 def methods() -> dict[str, MethodSpec]:
@@ -87,6 +88,12 @@ def check_methods(cfg: ExperimentConfig, source: str = "<config>") -> None:
         raise ConfigError(
             f"{source}: 'algorithm.num_models' ({cfg.algorithm.num_models}) exceeds the number of clients "
             f"({clients}) for {', '.join(multi)}"
+        )
+    if cfg.privacy.enabled and (no_dp := [m for m in cfg.algorithm.methods if not specs[m].client_dp]):
+        able = ", ".join(s.name for s in specs.values() if s.client_dp)
+        raise ConfigError(
+            f"{source}: [privacy] is on, but {', '.join(no_dp)} cannot clip and noise its clients' updates "
+            f"(client-level DP applies to {able}; see docs/flower.md)"
         )
     for name in cfg.algorithm.options:
         if name not in specs:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fedpref.client.personalize import personalize
+from fedpref.client.privacy import clip_update
 from fedpref.client.trainer import LocalTrainer
 from fedpref.client.variational import evaluate_selector, train_variational
 from fedpref.models.encoded import EncodedPairs
@@ -65,6 +66,8 @@ def handle_task(task: Task, client: EncodedClient, trainer: LocalTrainer, genera
     """Train the one model of a train task, or compute the validation loss of each model of an evaluate task."""
     if task.action == TRAIN:
         state, loss = trainer.train(task.models[0], client.train, task.steps, generator)
+        if clip_norm := task.payload.get("clip_norm"):  # client-level DP: the update leaves the client clipped
+            state = clip_update(task.models[0], state, clip_norm)
         return Reply(client.client_id, len(client.train), state=state, metrics={"train_loss": loss}, tag=task.tag)
     if task.action == EVALUATE:
         results = [trainer.evaluate(m, client.val) for m in task.models]

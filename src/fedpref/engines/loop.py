@@ -171,6 +171,8 @@ def finish_method(
         result["partition_ari"] = ari
     if selector := evaluate_selector(algorithm, transport, infos):  # FedVPA-GP paper, Tables 1-2
         result["selector"] = selector
+    if (privacy := algorithm.privacy_spent()) is not None:
+        result["privacy"] = privacy
     return result, inits
 
 

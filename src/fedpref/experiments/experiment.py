@@ -212,6 +212,8 @@ def _print_tables(results: dict, console: Console) -> None:
         shown.append(("Diagnostics (Tables 1 and 2 of the FedGD paper)", table_rows(diagnostics)))
     if any(r.get("selector") for r in methods.values()):
         shown.append(("Latent-conditioned selectors (FedVPA-GP paper, Tables 1-2)", tables.selector_rows(methods)))
+    if any(r.get("privacy") for r in methods.values()):
+        shown.append(("Client-level differential privacy", tables.privacy_rows(methods)))
     for title, (header, rows) in shown:
         table = Table(title=title)
         for h in header:

@@ -61,6 +61,17 @@ def selector_rows(methods: dict) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def privacy_rows(methods: dict) -> tuple[list[str], list[list[str]]]:
+    """Client-level DP per method: clipping norm C, noise multiplier z, noised releases and (epsilon, delta)."""
+    header = ["method", "C", "z", "releases", "amplification", "epsilon", "delta"]
+    rows = []
+    for name, r in methods.items():
+        if p := r.get("privacy"):
+            rows.append([name, f"{p['clip_norm']:g}", f"{p['noise_multiplier']:g}", str(p["releases"])])
+            rows[-1] += [p["amplification"], f"{p['epsilon']:.3g}", f"{p['delta']:g}"]
+    return header, rows
+
+
 def markdown(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -82,4 +93,6 @@ def results_markdown(methods: dict) -> str:
     if any(r.get("selector") for r in methods.values()):
         title = "\n## Latent-conditioned selectors (seen clients; z from each client's own training pairs)\n"
         parts += [title, markdown(*selector_rows(methods))]
+    if any(r.get("privacy") for r in methods.values()):
+        parts += ["\n## Client-level differential privacy\n", markdown(*privacy_rows(methods))]
     return "".join(parts)

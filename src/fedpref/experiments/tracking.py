@@ -218,6 +218,8 @@ def result_tables(results: dict) -> dict[str, tuple[list[str], list[list[str]]]]
         out["group_accuracy_step0"] = tables.group_rows(methods, 0)
     if any(r.get("selector") for r in methods.values()):
         out["selectors"] = tables.selector_rows(methods)
+    if any(r.get("privacy") for r in methods.values()):
+        out["privacy"] = tables.privacy_rows(methods)
     timing = [[name, str(r.get("timing", {}).get("wall_s", ""))] for name, r in methods.items()]
     out["timing"] = (["method", "wall_s"], timing)
     return {name: (list(header), [list(map(str, row)) for row in rows]) for name, (header, rows) in out.items()}
