@@ -13,7 +13,7 @@ from fedpref.algorithms.fedavg import FedAvg  # noqa: E402
 from fedpref.engines.flower import messages as m  # noqa: E402
 from fedpref.engines.flower import server_app  # noqa: E402
 from fedpref.engines.loop import finish_method, run_rounds  # noqa: E402
-from fedpref.protocol import PERSONALIZE, ClientInfo, Reply  # noqa: E402
+from fedpref.protocol import PERSONALIZE, RESTORE_MEMORY, ClientInfo, Reply  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -164,3 +164,41 @@ def test_discover_fails_clearly_when_a_partition_never_answers() -> None:
 
     with pytest.raises(RuntimeError, match="answered within"):
         server_app.discover(Partial(3), "digest", wait_s=0.5, timeout_s=0.3)
+
+
+class Restarting(FakeGrid):
+    """Partition 2's node is killed while round 1's tasks go out, and comes back as a new node (a new id)."""
+
+    def __init__(self, num: int):
+        super().__init__(num)
+        self.dead: set[int] = set()
+        self.restored: list[tuple[str, int]] = []
+
+    def get_node_ids(self) -> list[int]:
+        return [n for n in self.partition_of if n not in self.dead]
+
+    def push_messages(self, messages: list[Message]) -> list[str]:
+        if not self.dead and any(msg.metadata.group_id.startswith("FL/1/") for msg in messages):
+            old = next(n for n, p in self.partition_of.items() if p == 2)
+            self.dead.add(old)
+            self.partition_of[old + 1] = 2
+        live = [msg for msg in messages if msg.metadata.dst_node_id not in self.dead]
+        return super().push_messages(live) + ["lost"] * (len(messages) - len(live))
+
+    def answer(self, msg: Message, partition: int) -> Message:
+        task, key = m.content_to_task(msg.content) if msg.metadata.message_type != "query.partition" else (None, None)
+        if task is not None and task.action == RESTORE_MEMORY:
+            self.restored.append((task.client_id, task.payload["before_round"]))
+            reply = Reply(task.client_id, 0, metrics={"restored": 0.0})
+            return Message(m.reply_to_content(reply, key.index), reply_to=msg)
+        return super().answer(msg, partition)
+
+
+def test_a_restarted_node_is_found_again_and_used_in_later_rounds(caplog) -> None:
+    grid = Restarting(4)
+    peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0)
+    algorithm = fedavg(peers, rounds=3)
+    log = run_rounds(algorithm, server_app.GridTransport(grid, peers, timeout_s=0.3, config_digest="digest"))
+    assert [r["dropped"] for r in log] == [[], ["c2"], []]  # round 1 goes on without it, round 2 has it back
+    assert peers.node_of["c2"] not in grid.dead and grid.restored == [("c2", 2)]  # it reloads its memory
+    assert "client c2 is back" in caplog.text

@@ -36,7 +36,8 @@ def main(grid: Grid, context: Context) -> None:
         outputs.write_config(cfg, out)
         (out / "rounds.jsonl").write_text("", encoding="utf-8")
     peers = discover(grid, cfg.digest(), settings.node_wait_s, settings.reply_timeout_s, settings.expected_clients)
-    federation = Federation(GridTransport(grid, peers, settings.reply_timeout_s), peers.infos, peers.held_out, FLOWER)
+    transport = GridTransport(grid, peers, settings.reply_timeout_s, cfg.digest())
+    federation = Federation(transport, peers.infos, peers.held_out, FLOWER)
     model = build_reward_model(cfg)
     summary = {"engine": FLOWER, "config_hash": cfg.digest(), "seed": cfg.seed, "methods": {}}
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from fedpref.errors import FedprefError
@@ -18,6 +19,16 @@ from fedpref.errors import FedprefError
 BIN = Path(sys.executable).parent
 QUIET = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
 Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Tls:
+    """PEM files for TLS on every SuperLink API: the CA that signed the server certificate (what nodes and
+    the `flwr` CLI trust), the certificate (its SANs must name the address nodes dial) and its key."""
+
+    ca: Path
+    cert: Path
+    key: Path
 
 
 def app_dir() -> Path:
@@ -37,13 +48,20 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.5)
-    raise FedprefError(f"the SuperLink does not listen on 127.0.0.1:{port} after {timeout_s} s")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(listening, timeout_s, f"the SuperLink listening on 127.0.0.1:{port}")
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.5) -> None:
+    """Poll `condition` until it holds; a FedprefError naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise FedprefError(f"{what}: not within {timeout_s} s")
+        time.sleep(poll_s)
 
 
 def start(args: list[str], log: Path, env: dict, cwd: Path) -> subprocess.Popen:
@@ -101,35 +119,74 @@ def _signal(send: Callable[[int, int], None], pid: int, sig: signal.Signals) -> 
         pass
 
 
-def loopback_env(flwr_home: Path) -> tuple[dict, int]:
+def loopback_env(flwr_home: Path, tls: Tls | None = None) -> tuple[dict, int]:
     """(environment, SuperLink port) of a loopback federation whose flwr state lives in `flwr_home`: a
-    `loopback` connection in its config.toml, telemetry and run-time installs off, this venv's commands first."""
+    `loopback` connection in its config.toml (trusting `tls.ca`, or insecure without TLS), telemetry and
+    run-time installs off, this venv's commands first."""
     link = free_port()
     flwr_home.mkdir(parents=True, exist_ok=True)
+    trust = f'root-certificates = "{tls.ca.resolve()}"' if tls else "insecure = true"
     (flwr_home / "config.toml").write_text(
-        f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\naddress = "127.0.0.1:{link}"\ninsecure = true\n'
+        f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\naddress = "127.0.0.1:{link}"\n{trust}\n'
     )
     path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
     return {**os.environ, **QUIET, "PATH": path, "FLWR_HOME": str(flwr_home)}, link
 
 
-def start_superlink(link: int, env: dict, cwd: Path, log: Path) -> subprocess.Popen:
-    """A SuperLink on 127.0.0.1:`link` without TLS (loopback only), once it listens."""
-    cmd = [
-        str(BIN / "flower-superlink"),
-        "--insecure",
-        "--port",
-        str(link),
-        "--disable-runtime-dependency-installation",
-    ]
+def start_superlink(
+    link: int, env: dict, cwd: Path, log: Path, tls: Tls | None = None, node_auth: bool = False
+) -> subprocess.Popen:
+    """A SuperLink on 127.0.0.1:`link`, once it listens: with `tls`, TLS on every API, and with `node_auth`
+    (needs TLS) only SuperNodes whose public key was registered (`register_node`) may connect; without
+    `tls`, insecure (loopback only)."""
+    cmd = [str(BIN / "flower-superlink"), "--port", str(link), "--disable-runtime-dependency-installation"]
+    if tls:
+        cmd += ["--ssl-ca-certfile", str(tls.ca), "--ssl-certfile", str(tls.cert), "--ssl-keyfile", str(tls.key)]
+    else:
+        cmd.append("--insecure")
+    if node_auth:
+        cmd.append("--enable-supernode-auth")
     process = start(cmd, log, env, cwd)
     wait_for_port(link, 60)
     return process
 
 
-def start_supernode(link: int, node_config: str, env: dict, cwd: Path, log: Path) -> subprocess.Popen:
-    cmd = [str(BIN / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{link}", "--port", str(free_port())]
+def start_supernode(
+    link: int,
+    node_config: str,
+    env: dict,
+    cwd: Path,
+    log: Path,
+    root_certificates: Path | None = None,
+    private_key: Path | None = None,
+) -> subprocess.Popen:
+    """A SuperNode dialing 127.0.0.1:`link`: over TLS trusting `root_certificates` (else insecure), signing
+    its requests with `private_key` (an OpenSSH EC key; what SuperNode authentication checks) if given."""
+    cmd = [str(BIN / "flower-supernode"), "--superlink", f"127.0.0.1:{link}", "--port", str(free_port())]
+    cmd += ["--root-certificates", str(root_certificates)] if root_certificates else ["--insecure"]
+    cmd += ["--auth-supernode-private-key", str(private_key)] if private_key else []
     return start([*cmd, "--node-config", node_config], log, env, cwd)
+
+
+def register_node(public_key: Path, env: dict) -> str:
+    """Admit the SuperNode holding the private half of `public_key` (OpenSSH) to the `loopback` SuperLink;
+    returns the node id it will have."""
+    return str(flwr_json(["supernode", "register", str(public_key), "loopback"], env)["node-id"])
+
+
+def list_nodes(env: dict) -> list[dict]:
+    """The `loopback` SuperLink's nodes: `node-id`, `status` ('registered', 'online', 'offline', ...) and times."""
+    return flwr_json(["supernode", "ls", "loopback"], env)["nodes"]
+
+
+def flwr_json(args: list[str], env: dict) -> dict:
+    """`flwr ARGS --format json`, parsed; a failure is a FedprefError with what it printed."""
+    done = subprocess.run(
+        [str(BIN / "flwr"), *args, "--format", "json"], env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        raise FedprefError(f"`flwr {' '.join(args[:2])}` failed: {(done.stdout + done.stderr).strip()[-1500:]}")
+    return json.loads(done.stdout[done.stdout.index("{") :])
 
 
 def client_files(folder: Path) -> list[Path]:

@@ -25,6 +25,7 @@ class Peers:
     infos: list[ClientInfo]
     node_of: dict[str, int]
     held_out: list[str] = field(default_factory=list)  # unseen clients: never trained, still evaluated
+    asked: set[int] = field(default_factory=set)  # every node id already asked for its client
 
     def trained(self) -> list[ClientInfo]:
         return [info for info in self.infos if info.client_id not in self.held_out]
@@ -39,6 +40,19 @@ def usable(reply: Message | None, what: str) -> bool:
         LOG.warning("fedpref: %s failed on node %s: %s", what, reply.metadata.src_node_id, reply.error.reason)
         return False
     return True
+
+
+def ask_nodes(grid: Grid, nodes: list[int], config_digest: str, timeout_s: float) -> dict[int, tuple]:
+    """node -> (client info, partition id, number of partitions, held out) of each of `nodes` that answered
+    the partition query; a node that fails it (or runs another config) is logged and left out."""
+    msgs = [Message(m.partition_query(config_digest), n, "query.partition", group_id="discover") for n in nodes]
+    replies = {r.metadata.src_node_id: r for r in grid.send_and_receive(msgs, timeout=timeout_s)}
+    answers = {}
+    for node in nodes:
+        if usable(replies.get(node), f"the partition query to node {node}"):
+            info, partition, partitions = m.content_to_info(replies[node].content)
+            answers[node] = (info, partition, partitions, m.content_held_out(replies[node].content))
+    return answers
 
 
 def discover(grid: Grid, config_digest: str, wait_s: float, timeout_s: float, expected_clients: int = 0) -> Peers:
@@ -58,25 +72,22 @@ def discover(grid: Grid, config_digest: str, wait_s: float, timeout_s: float, ex
         if not new:
             time.sleep(1.0)
             continue
-        asked.update(new)
-        msgs = [Message(m.partition_query(config_digest), n, "query.partition", group_id="discover") for n in new]
-        replies = {r.metadata.src_node_id: r for r in grid.send_and_receive(msgs, timeout=timeout_s)}
-        for node in new:  # a node that fails the query is not asked again
-            if usable(replies.get(node), f"the partition query to node {node}"):
-                info, partition, partitions = m.content_to_info(replies[node].content)
-                key = info.client_id if partition == LOCAL else partition
-                if key in found:
-                    raise RuntimeError(f"two nodes claim {'client' if partition == LOCAL else 'partition'} {key}")
-                found[key] = (info, node, m.content_held_out(replies[node].content))
-                expected = expected_clients or partitions or None
-                if partition == LOCAL and not expected_clients:
-                    raise RuntimeError("nodes with their own data file: set the run config's 'clients' (how many)")
+        asked.update(new)  # a node that fails the query is not asked again
+        for node, (info, partition, partitions, held) in ask_nodes(grid, new, config_digest, timeout_s).items():
+            key = info.client_id if partition == LOCAL else partition
+            if key in found:
+                raise RuntimeError(f"two nodes claim {'client' if partition == LOCAL else 'partition'} {key}")
+            found[key] = (info, node, held)
+            expected = expected_clients or partitions or None
+            if partition == LOCAL and not expected_clients:
+                raise RuntimeError("nodes with their own data file: set the run config's 'clients' (how many)")
     kinds = {isinstance(key, str) for key in found}
     if len(kinds) > 1:
         raise RuntimeError("some nodes hold a partition of a pooled file and others their own file; use one way")
     ordered = [found[key] for key in sorted(found)]
     held_out = [info.client_id for info, _, held in ordered if held]
-    return Peers([info for info, _, _ in ordered], {info.client_id: node for info, node, _ in ordered}, held_out)
+    node_of = {info.client_id: node for info, node, _ in ordered}
+    return Peers([info for info, _, _ in ordered], node_of, held_out, asked)
 
 
 class GridTransport:
@@ -84,12 +95,38 @@ class GridTransport:
 
     A task that fails on its node, or whose reply does not come within `timeout_s`, is left out (and
     logged); clients keep their private memory themselves (in Context.state, and snapshots on their own disk).
+    With `config_digest`, each exchange first asks nodes that joined since for their client: a known client
+    on a new node (a restarted SuperNode) takes its place again, and restores its memory snapshot.
     """
 
-    def __init__(self, grid: Grid, peers: Peers, timeout_s: float):
-        self.grid, self.peers, self.timeout_s = grid, peers, timeout_s
+    def __init__(self, grid: Grid, peers: Peers, timeout_s: float, config_digest: str | None = None):
+        self.grid, self.peers, self.timeout_s, self.config_digest = grid, peers, timeout_s, config_digest
 
     def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
+        if self.config_digest is not None:
+            self.rejoin(key)
+        return self._exchange(tasks, key)
+
+    def rejoin(self, key: TaskKey) -> None:
+        """Nodes new on the grid: each known client among them is routed to its new node (its old one is gone);
+        from round 1 on it reloads its own memory snapshot (Context.state starts empty on a new node)."""
+        new = sorted(set(self.grid.get_node_ids()) - self.peers.asked)
+        if not new:
+            return
+        self.peers.asked.update(new)
+        back = []
+        for node, (info, *_) in ask_nodes(self.grid, new, self.config_digest, self.timeout_s).items():
+            if info.client_id not in self.peers.node_of:
+                LOG.warning("fedpref: node %s holds client %s, unknown to this run; not used", node, info.client_id)
+                continue
+            LOG.warning("fedpref: client %s is back, on node %s", info.client_id, node)
+            self.peers.node_of[info.client_id] = node
+            back.append(info.client_id)
+        if back and isinstance(key.round, int) and key.round > 0:
+            restore = [Task(c, RESTORE_MEMORY, [], payload={"before_round": key.round}) for c in back]
+            self._exchange(restore, TaskKey(key.method, RESTORE_MEMORY))
+
+    def _exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
         group = f"{key.method}/{key.round}/{key.stage}"
         msgs = [
             Message(m.task_to_content(t, k), self.peers.node_of[t.client_id], m.message_type(t.action), group_id=group)
@@ -118,7 +155,7 @@ class GridTransport:
             tasks = [
                 Task(c.client_id, RESTORE_MEMORY, [], payload={"before_round": next_round}) for c in self.peers.infos
             ]
-            self.exchange(tasks, TaskKey(method, RESTORE_MEMORY))
+            self._exchange(tasks, TaskKey(method, RESTORE_MEMORY))
 
     def memories(self) -> dict[str, dict]:
         return {}

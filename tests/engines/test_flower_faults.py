@@ -1,0 +1,77 @@
+"""A SuperNode killed mid-run on a loopback deployment: its round goes on without it (dropped, logged), and the
+node restarted on its own file is found again (a new node id) and trains in later rounds (slow: real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("flwr")
+
+from fedpref.cli import main  # noqa: E402
+from fedpref.experiments import federation as fed  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.flower, pytest.mark.slow]
+
+DATA = ["data.group_sizes=[1, 1, 1, 0]", "data.pairs_per_axis=6", "data.val_pairs=2", "data.test_pairs=2"]
+DATA += ["federation.clients_per_round=3"]
+RUN = [*DATA, "data.source=jsonl", "data.path=own.jsonl", "federation.rounds=6"]
+
+
+def logged_rounds(out: Path) -> list[dict]:
+    path = out / "rounds.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def finished(out: Path) -> bool:
+    path = out / "results.json"
+    return path.is_file() and "FL" in json.loads(path.read_text())["methods"]
+
+
+def test_a_killed_node_is_dropped_then_found_again_after_a_restart(tmp_path):
+    pooled, clients, out, logs = tmp_path / "pooled.jsonl", tmp_path / "clients", tmp_path / "run", tmp_path / "logs"
+    sets = [a for d in DATA for a in ("--set", d)]
+    assert main(["data", "export", "configs/tiny.toml", *sets, "--out", str(pooled)]) == 0
+    assert main(["data", "split-clients", str(pooled), "--out", str(clients), "--user-key", "client"]) == 0
+    files = {p.stem: p.resolve() for p in fed.client_files(clients)}
+    logs.mkdir()
+    env, link = fed.loopback_env(tmp_path / "flwr")
+
+    def node(client: str, attempt: int) -> subprocess.Popen:
+        home = tmp_path / "nodes" / client
+        home.mkdir(parents=True, exist_ok=True)
+        log = logs / f"node-{client}-{attempt}.log"
+        return fed.start_supernode(link, f'data-path="{files[client]}"', env, home, log)
+
+    processes = [fed.start_superlink(link, env, logs, logs / "superlink.log")]
+    try:
+        nodes = {client: node(client, 0) for client in files}
+        processes += nodes.values()
+        run_config = f'config-path="{ROOT / "configs/tiny.toml"}" method="FL" clients={len(files)} '
+        run_config += f'out-dir="{out}" overrides="{"; ".join(RUN)}" reply-timeout=60'
+        submit = [str(fed.BIN / "flwr"), "run", str(fed.app_dir()), "loopback", "--run-config", run_config]
+        done = subprocess.run(submit, env=env, cwd=logs, timeout=300, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+        fed.wait_until(lambda: len(logged_rounds(out)) >= 1, 600, "round 0")
+        victim = "c001"
+        os.killpg(nodes[victim].pid, signal.SIGKILL)  # the SuperNode and the app process it runs
+        nodes[victim].wait()
+        fed.wait_until(lambda: any(victim in r["dropped"] for r in logged_rounds(out)), 600, "a round without it")
+        processes.append(node(victim, 1))
+        fed.wait_until(lambda: finished(out), 900, "the end of the run")
+    finally:
+        fed.stop(processes)
+    rounds = logged_rounds(out)
+    dropped_at = [r["round"] for r in rounds if victim in r["dropped"]]
+    back_at = [r["round"] for r in rounds[dropped_at[0] + 1 :] if victim in r["sampled"] and victim not in r["dropped"]]
+    assert dropped_at and back_at, rounds  # dropped in a round, trained again in a later one
+    assert len(rounds) == 6 and rounds[0]["dropped"] == []
+    results = json.loads((out / "results.json").read_text())["methods"]["FL"]
+    assert victim in results["personalization"]["per_client"]  # personalized on its restarted node
