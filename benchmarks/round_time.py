@@ -1,0 +1,125 @@
+"""Seconds per FedAvg round of one config on the three engines (in-process, Flower's Simulation Engine, a
+loopback deployment with one SuperNode per client file) and the deployment's per-message floor (an empty
+ClientApp's round trip, benchmarks/empty_app), measured in the same run.
+
+    python benchmarks/round_time.py [--rounds 4] [--clients 4] [--pairs 6] [--out DIR]
+
+Each engine runs FL on the same per-user files (configs/tiny.toml's synthetic data, `--clients` users),
+every client in every round, no personalization steps. A round's time is the median over rounds 1.. of
+`wall_s` in rounds.jsonl (round 0 also pays for start-up). The breakdown of a deployment round: the floor
+(process start of an empty app and Flower's polling), the in-process round (our training and evaluation
+work), and the rest (what our ClientApp does per message besides training: imports, model and data load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from fedpref.experiments import federation as fed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fedpref(*args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "fedpref.cli", *args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"fedpref {' '.join(args[:2])} failed:\n{(done.stdout + done.stderr)[-3000:]}")
+
+
+def sets(items: list[str]) -> list[str]:
+    return [arg for item in items for arg in ("--set", item)]
+
+
+def round_seconds(run: Path) -> list[float]:
+    return [json.loads(line)["wall_s"] for line in (run / "rounds.jsonl").read_text().splitlines()]
+
+
+def median_after_first(seconds: list[float]) -> float:
+    return statistics.median(seconds[1:] if len(seconds) > 1 else seconds)
+
+
+def empty_app_floor(clients: int, rounds: int, work: Path) -> list[float]:
+    """Seconds per round of the empty app on a loopback deployment with `clients` SuperNodes."""
+    env, link = fed.loopback_env(work / "flwr")
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    processes = [fed.start_superlink(link, env, logs, logs / "superlink.log")]
+    out = work / "floor.json"
+    try:
+        for i in range(clients):
+            processes.append(fed.start_supernode(link, f'name="n{i}"', env, logs, logs / f"node-{i}.log"))
+        config = f'rounds={rounds} nodes={clients} out-file="{out}"'
+        app = ROOT / "benchmarks" / "empty_app"
+        done = subprocess.run(
+            [str(fed.BIN / "flwr"), "run", str(app), "loopback", "--run-config", config],
+            env=env,
+            cwd=logs,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"flwr run (empty app) failed:\n{(done.stdout + done.stderr)[-3000:]}")
+        fed.wait_until(out.is_file, 600, "the empty app's rounds")
+        time.sleep(0.5)  # the file is written in one call; let it land
+        return json.loads(out.read_text())["seconds"]
+    finally:
+        fed.stop(processes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=4, help="client files = SuperNodes (at most 4)")
+    parser.add_argument("--pairs", type=int, default=6, help="data.pairs_per_axis of each client")
+    parser.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    args = parser.parse_args()
+    work = args.out or Path(tempfile.mkdtemp(prefix="round_time_"))
+    sizes = [1] * args.clients + [0] * (4 - args.clients)
+    data = [f"data.group_sizes={sizes}", f"data.pairs_per_axis={args.pairs}", "data.val_pairs=2", "data.test_pairs=2"]
+    data += [f"federation.clients_per_round={args.clients}"]
+    pooled, clients = work / "pooled.jsonl", work / "clients"
+    fedpref("data", "export", "configs/tiny.toml", *sets(data), "--out", str(pooled))
+    fedpref("data", "split-clients", str(pooled), "--out", str(clients), "--user-key", "client")
+    run = [*data, "data.source=jsonl", f"data.path={pooled}", f"federation.rounds={args.rounds}"]
+    run += ["algorithm.methods=['FL']", "personalization.steps=[0]"]
+
+    seconds = {}
+    for engine in ("inprocess", "flower"):
+        out = work / engine
+        fedpref("run", "configs/tiny.toml", "--out", str(out), "--engine", engine, *sets(run))
+        seconds[engine] = round_seconds(out)
+    loopback = ["--clients-dir", str(clients), "--out", str(work / "loopback")]
+    fedpref("federation", "configs/tiny.toml", *loopback, *sets(run))
+    seconds["loopback"] = round_seconds(work / "loopback")
+    seconds["floor"] = empty_app_floor(args.clients, args.rounds, work / "floor")
+
+    med = {name: median_after_first(s) for name, s in seconds.items()}
+    print(f"FedAvg, {args.clients} clients a round, {args.pairs} pairs per axis, {args.rounds} rounds ({work})")
+    print(f"{'engine':<28}{'s/round':>9}{'vs in-process':>15}   rounds")
+    labels = {
+        "inprocess": "in-process",
+        "flower": "Simulation Engine",
+        "loopback": "loopback deployment",
+        "floor": "empty app (per-message floor)",
+    }
+    for name, label in labels.items():
+        extra = "" if name == "inprocess" else f"{med[name] - med['inprocess']:+.2f}"
+        print(f"{label:<28}{med[name]:>9.2f}{extra:>15}   {[round(s, 2) for s in seconds[name]]}")
+    rest = med["loopback"] - med["floor"] - med["inprocess"]
+    print(
+        f"loopback round = floor {med['floor']:.2f} + in-process work {med['inprocess']:.2f} + "
+        f"our per-message start-up (imports, model and data load) {rest:.2f} s"
+    )
+    print(f"Simulation Engine overhead per round: {med['flower'] - med['inprocess']:.2f} s (goal <= 0.3)")
+
+
+if __name__ == "__main__":
+    main()
