@@ -202,3 +202,13 @@ def test_a_restarted_node_is_found_again_and_used_in_later_rounds(caplog) -> Non
     assert [r["dropped"] for r in log] == [[], ["c2"], []]  # round 1 goes on without it, round 2 has it back
     assert peers.node_of["c2"] not in grid.dead and grid.restored == [("c2", 2)]  # it reloads its memory
     assert "client c2 is back" in caplog.text
+
+
+def test_a_node_back_after_the_rounds_restores_its_last_snapshot() -> None:
+    grid = Restarting(4)
+    peers = server_app.discover(grid, "digest", wait_s=1.0, timeout_s=1.0)
+    transport = server_app.GridTransport(grid, peers, timeout_s=0.3, config_digest="digest")
+    grid.dead.add(peers.node_of["c1"])
+    grid.partition_of[peers.node_of["c1"] + 1] = 1
+    transport.rejoin(server_app.TaskKey("FedVPA-GP", "selector/seen"))
+    assert grid.restored == [("c1", server_app.AFTER_THE_ROUNDS)]

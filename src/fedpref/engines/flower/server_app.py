@@ -16,6 +16,7 @@ from fedpref.protocol import RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
 LOCAL = -1  # the partition id of a node with its own data file (client_app.LOCAL)
+AFTER_THE_ROUNDS = 2**31 - 1  # `before_round` of a memory restore in the stages after the last round
 
 
 @dataclass
@@ -109,7 +110,8 @@ class GridTransport:
 
     def rejoin(self, key: TaskKey) -> None:
         """Nodes new on the grid: each known client among them is routed to its new node (its old one is gone);
-        from round 1 on it reloads its own memory snapshot (Context.state starts empty on a new node)."""
+        from round 1 on it reloads its own memory snapshot (Context.state starts empty on a new node): the last
+        one from before this round, or its last one in the stages after the rounds (personalization, selector)."""
         new = sorted(set(self.grid.get_node_ids()) - self.peers.asked)
         if not new:
             return
@@ -122,8 +124,9 @@ class GridTransport:
             LOG.warning("fedpref: client %s is back, on node %s", info.client_id, node)
             self.peers.node_of[info.client_id] = node
             back.append(info.client_id)
-        if back and isinstance(key.round, int) and key.round > 0:
-            restore = [Task(c, RESTORE_MEMORY, [], payload={"before_round": key.round}) for c in back]
+        before = key.round if isinstance(key.round, int) else AFTER_THE_ROUNDS
+        if back and before > 0:
+            restore = [Task(c, RESTORE_MEMORY, [], payload={"before_round": before}) for c in back]
             self._exchange(restore, TaskKey(key.method, RESTORE_MEMORY))
 
     def _exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
