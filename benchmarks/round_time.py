@@ -8,7 +8,9 @@ Each engine runs FL on the same per-user files (configs/tiny.toml's synthetic da
 every client in every round, no personalization steps. A round's time is the median over rounds 1.. of
 `wall_s` in rounds.jsonl (round 0 also pays for start-up). The breakdown of a deployment round: the floor
 (process start of an empty app and Flower's polling), the in-process round (our training and evaluation
-work), and the rest (what our ClientApp does per message besides training: imports, model and data load).
+work), and the rest (what our ClientApp does per message besides training: imports, model and data load),
+whose two parts the script also times in a process of their own, twice. Flower's one poll setting is read
+from the environment: FLWR_SUPEREXEC_TASK_POLL_INTERVAL=0.1 python benchmarks/round_time.py.
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ def round_seconds(run: Path) -> list[float]:
 
 def median_after_first(seconds: list[float]) -> float:
     return statistics.median(seconds[1:] if len(seconds) > 1 else seconds)
+
+
+START_UP = """
+import sys, time
+t0 = time.perf_counter()
+from pathlib import Path
+from fedpref.config import load_config
+from fedpref.engines.flower.client_app import build_local_node
+t1 = time.perf_counter()
+build_local_node(load_config("configs/tiny.toml", sys.argv[2:]), Path(sys.argv[1]))
+print(t1 - t0, time.perf_counter() - t1)
+"""
+
+
+def client_start_up(client_file: Path, run: list[str]) -> tuple[float, float]:
+    """(import s, node s) of what our ClientApp process does first for every message, alone on the machine:
+    import fedpref's ClientApp, then build the node from its own file (read, split, load the model, encode)."""
+    argv = [sys.executable, "-c", START_UP, str(client_file), *run]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
+    imports, node = done.stdout.split()[-2:]
+    return float(imports), float(node)
 
 
 def empty_app_floor(clients: int, rounds: int, work: Path) -> list[float]:
@@ -100,6 +123,7 @@ def main() -> None:
     fedpref("federation", "configs/tiny.toml", *loopback, *sets(run))
     seconds["loopback"] = round_seconds(work / "loopback")
     seconds["floor"] = empty_app_floor(args.clients, args.rounds, work / "floor")
+    start_ups = [client_start_up(fed.client_files(clients)[0], run) for _ in range(2)]
 
     med = {name: median_after_first(s) for name, s in seconds.items()}
     print(f"FedAvg, {args.clients} clients a round, {args.pairs} pairs per axis, {args.rounds} rounds ({work})")
@@ -119,6 +143,8 @@ def main() -> None:
         f"our per-message start-up (imports, model and data load) {rest:.2f} s"
     )
     print(f"Simulation Engine overhead per round: {med['flower'] - med['inprocess']:.2f} s (goal <= 0.3)")
+    for imports, node in start_ups:
+        print(f"our ClientApp's start-up alone in one process: imports {imports:.2f} s, node {node:.2f} s")
 
 
 if __name__ == "__main__":

@@ -10,14 +10,15 @@ from torch import nn
 
 from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
-from fedpref.models.adapters import add_lora, set_lora_training
+from fedpref.models.adapters import add_lora
 from fedpref.models.encoded import EncodedPairs, pad
+from fedpref.models.scalar_head import ScalarHeadRewardModel, scalar_head
 from fedpref.models.token_cache import cached_token_ids
 
 TOKENS_VERSION = "causal-scalar-1"  # the last max_length tokens of tokenizer(prompt + response); bump if it changes
 
 
-class CausalScalarRewardModel(nn.Module):
+class CausalScalarRewardModel(ScalarHeadRewardModel):
     """r(x, y) = w^T h_last(x y) + b, h_last the final hidden state at the last real token (right padding);
     the margin is r(x, y+) - r(x, y-). The sequence keeps its end when too long: the response's last token is
     the one the head reads."""
@@ -36,11 +37,7 @@ class CausalScalarRewardModel(nn.Module):
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.cache_dir = cache_dir
-        hidden = backbone.config.hidden_size
-        self.head = nn.Linear(hidden, 1)
-        with torch.no_grad():  # the same draw as the encoder's scalar head
-            self.head.weight.copy_(torch.randn(1, hidden, generator=generator) * hidden**-0.5)
-            self.head.bias.zero_()
+        self.head = scalar_head(backbone.config.hidden_size, generator)
         self.train(False)  # new LoRA dropout modules start in train mode
 
     def encode(self, pairs: list[PreferencePair]) -> EncodedPairs:
@@ -61,17 +58,3 @@ class CausalScalarRewardModel(nn.Module):
         decoder = self.lm.get_base_model().get_decoder()
         hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
         return hidden[torch.arange(len(mask), device=device), mask.sum(1) - 1]
-
-    def rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
-        """(N,) rewards of N token-id sequences."""
-        return self.head(self.pooled(seqs).to(self.head.weight.dtype)).squeeze(-1)
-
-    def train(self, mode: bool = True):
-        set_lora_training(self, mode)
-        return self
-
-    def margins(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
-        """(B,) reward margins r(x, y+) - r(x, y-) of the pairs at `index`."""
-        seqs = [enc.seqs[2 * i + k] for i in index.tolist() for k in (0, 1)]
-        r = self.rewards(seqs).view(-1, 2)  # (B, 2)
-        return r[:, 0] - r[:, 1]

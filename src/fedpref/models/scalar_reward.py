@@ -9,16 +9,17 @@ from torch import nn
 
 from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
-from fedpref.models.adapters import adapted_layers, add_lora, set_lora_training
+from fedpref.models.adapters import adapted_layers, add_lora
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.packed import Packing, packed_bert_layer
 from fedpref.models.prefix_cache import PrefixCache, modules_fingerprint
+from fedpref.models.scalar_head import ScalarHeadRewardModel, scalar_head
 from fedpref.models.token_cache import cached_token_ids
 
 TOKENS_VERSION = "scalar-1"  # (prompt, response) pairs, truncation='longest_first'; bump if that changes
 
 
-class ScalarRewardModel(nn.Module):
+class ScalarRewardModel(ScalarHeadRewardModel):
     """r(x, y) = w^T meanpool(encoder(x, y)) + b; the margin is r(x, y+) - r(x, y-).
 
     With LoRA on the top layers only and `cache_prefix`, `encode` stores the
@@ -52,11 +53,7 @@ class ScalarRewardModel(nn.Module):
         self.encoder = add_lora(backbone, lora, causal=False)
         self.tokenizer = tokenizer
         self.max_length = max_length
-        hidden = backbone.config.hidden_size
-        self.head = nn.Linear(hidden, 1)
-        with torch.no_grad():
-            self.head.weight.copy_(torch.randn(1, hidden, generator=generator) * hidden**-0.5)
-            self.head.bias.zero_()
+        self.head = scalar_head(backbone.config.hidden_size, generator)
         self.train(False)  # new LoRA dropout modules start in train mode
 
     @property
@@ -115,11 +112,6 @@ class ScalarRewardModel(nn.Module):
             hidden = bert.encoder.layer[i](hidden, attn)
         return hidden
 
-    def rewards(self, seqs: list[torch.Tensor]) -> torch.Tensor:
-        """(N,) rewards of N sequences (token ids, or cached hidden states)."""
-        pooled = self.pooled(seqs)
-        return self.head(pooled.to(self.head.weight.dtype)).squeeze(-1)  # a no-op unless model.dtype is not fp32
-
     def pooled(self, seqs: list[torch.Tensor]) -> torch.Tensor:
         """(N, H) mean-pooled final hidden states of N sequences: what the head reads."""
         first = self.first_adapted if self.cache_prefix else 0
@@ -151,16 +143,6 @@ class ScalarRewardModel(nn.Module):
         for i in layers:
             hidden = packed_bert_layer(self.bert.encoder.layer[i], hidden, packing)
         return hidden, packing
-
-    def train(self, mode: bool = True):
-        set_lora_training(self, mode)
-        return self
-
-    def margins(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
-        """(B,) reward margins r(x, y+) - r(x, y-) of the pairs at `index`."""
-        seqs = [enc.seqs[2 * i + k] for i in index.tolist() for k in (0, 1)]
-        r = self.rewards(seqs).view(-1, 2)  # (B, 2)
-        return r[:, 0] - r[:, 1]
 
 
 def _token_types(ids: torch.Tensor, sep_id: int) -> torch.Tensor:
