@@ -255,6 +255,47 @@ class VariationalConfig:
         "other_half",
     )
     gumbel_lr: float = _help("Learning rate of the client's Gumbel logits pi (0: train.lr).", 0.0)
+    latent_lr_scale: float = _help(
+        "Learning rate of the variational modules (inference network, f, W, prototypes) as a multiple of train.lr "
+        "(not given in the paper).",
+        1.0,
+    )
+    base_lr_scale: float = _help(
+        "Learning rate of the wrapped reward model (LoRA, scalar head) as a multiple of train.lr; 0 keeps it as "
+        "initialized (not given in the paper).",
+        1.0,
+    )
+    assignment: str = _help(
+        "Which client means the server's balanced k-means clusters into prototype labels (Sec. 4.2): "
+        "'participants' (the last round's), 'all_clients' (the latest mean of every client heard so far) or "
+        "'oracle' (the true type; a diagnostic that needs true types).",
+        "participants",
+    )
+    center_latents: bool = _help(
+        "The selector reads z minus the mean of every client's latest uploaded latent mean (the server sends it "
+        "with each task); the KL and the prototype pull see z itself (not in the paper).",
+        False,
+    )
+    scale_latents: bool = _help(
+        "The selector reads z divided by the per-axis root mean square of the clients' latest latent means around "
+        "their mean (with center_latents: a standardized z whatever the latents' current scale; not in the paper).",
+        False,
+    )
+    selector_reads: str = _help(
+        "What the selector reads in training: 'sample' (z ~ q, Eq. 17) or 'mean' (the context posterior's mean, "
+        "no sampling noise; not in the paper). Evaluation always reads the client's mean latent.",
+        "sample",
+    )
+    detach_latent: bool = _help(
+        "Stop the selector's loss at z: the inference network learns from the KL and the prototype pull only "
+        "(a diagnostic; not in the paper).",
+        False,
+    )
+    latent_source: str = _help(
+        "'inferred': z from the inference network (the method); 'oracle': z is the client's true type as a one-hot "
+        "at the prototype radius, in training and evaluation (a diagnostic of the z path; needs true types).",
+        "inferred",
+    )
 
 
 @dataclass

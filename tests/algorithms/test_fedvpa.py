@@ -31,10 +31,10 @@ SPEC = VariationalSpec(latent_dim=D, feature_dim=8)
 # ---------------------------------------------------------------- server logic with hand-made replies
 
 
-def server(prior="mixture", orthogonal=True, per_round=4, ids=("a", "b", "c", "d")) -> FedVPA:
-    infos = [ClientInfo(c, 10) for c in ids]
+def server(prior="mixture", orthogonal=True, per_round=4, ids=("a", "b", "c", "d"), **settings) -> FedVPA:
+    infos = [ClientInfo(c, 10, "G1" if c in "ab" else "G2") for c in ids]
     init = {"w": torch.zeros(2), "prototypes": init_prototypes(2, D, 5.0, torch.Generator().manual_seed(0))}
-    return FedVPA(infos, init, 3, per_round, 2, 0, SPEC, Settings(prior, orthogonal))
+    return FedVPA(infos, init, 3, per_round, 2, 0, SPEC, Settings(prior, orthogonal, **settings))
 
 
 def reply(task: Task, mu: list[float], var: list[float] | None = None, w: float = 1.0) -> Reply:
@@ -78,6 +78,48 @@ def test_a_client_absent_last_round_gets_its_nearest_centroid_or_none():
     algo.update_prior(0, {"c": (means(1), [1.0] * D), "d": (means(-1), [1.0] * D)})
     assert algo.prototype_index("a") == algo.prototype_of["c"]
     assert algo.prototype_index("b") is None
+
+
+def test_all_clients_assignment_clusters_every_clients_latest_mean():
+    algo = server(per_round=2, assignment="all_clients")
+    algo.update_prior(0, {"a": (means(1), [1.0] * D), "c": (means(-1), [1.0] * D)})
+    algo.update_prior(1, {"b": (means(1), [1.0] * D), "d": (means(-1), [1.0] * D)})
+    assert sorted(algo.prototype_of) == ["a", "b", "c", "d"]  # the literal rule would label only b and d
+    assert algo.prototype_of["a"] == algo.prototype_of["b"] != algo.prototype_of["c"] == algo.prototype_of["d"]
+    paper = server(per_round=2)
+    paper.update_prior(0, {"a": (means(1), [1.0] * D), "c": (means(-1), [1.0] * D)})
+    paper.update_prior(1, {"b": (means(1), [1.0] * D), "d": (means(-1), [1.0] * D)})
+    assert sorted(paper.prototype_of) == ["b", "d"]
+
+
+def test_oracle_assignment_labels_clients_by_their_true_type():
+    algo = server(assignment="oracle")
+    assert [algo.prototype_index(c) for c in "abcd"] == [0, 0, 1, 1]
+
+
+def test_the_centre_is_the_mean_of_every_clients_latest_mean_and_reaches_training_and_evaluation():
+    algo = server(per_round=2, center_latents=True)
+    assert "center" not in algo.next_tasks(0)[0].payload  # nothing heard yet: z is read as is
+    algo.update_prior(0, {"a": ([2.0] * D, [1.0] * D), "c": ([0.0] * D, [1.0] * D)})
+    algo.update_prior(1, {"a": ([4.0] * D, [1.0] * D)})  # a's latest mean replaces its first
+    assert algo.next_tasks(1)[0].payload["center"] == [2.0] * D
+    assert algo.selector_tasks(["b"])[0].payload["center"] == [2.0] * D
+    assert "center" not in server(per_round=2).selector_tasks(["b"])[0].payload
+    scaled = server(per_round=2, center_latents=True, scale_latents=True)
+    scaled.update_prior(0, {"a": ([3.0] * D, [1.0] * D), "c": ([-1.0] * D, [1.0] * D)})
+    payload = scaled.next_tasks(1)[0].payload
+    assert payload["center"] == [1.0] * D and payload["scale"] == pytest.approx(2.0)  # per-axis RMS of +-2
+
+
+def test_round_records_carry_the_mean_loss_terms_and_gradient_norms():
+    algo = server()
+    tasks = algo.next_tasks(0)
+    replies = [reply(t, means(1)) for t in tasks]
+    for i, r in enumerate(replies):
+        r.metrics.update(recon=0.5, kl=1.0, orth=2.0, grad_base=float(i), grad_latent_path=2.0 * i)
+    algo.receive(0, replies)
+    assert algo.history[-1]["grad_base"] == pytest.approx(1.5) and algo.history[-1]["grad_latent_path"] == 3.0
+    assert algo.history[-1]["recon"] == 0.5
 
 
 def test_nan_statistics_are_skipped_and_logged_and_never_enter_the_prior(caplog):
@@ -170,6 +212,19 @@ def test_a_client_uploads_exactly_2d_floats_and_keeps_its_gumbel_logits(world):
     assert set(client.memory[GUMBEL_KEY]) == {"x", "y"}
     assert any(v != 0.0 for v in client.memory[GUMBEL_KEY].values())  # learned locally
     assert all("gumbel" not in k for k in out.state)  # never uploaded
+
+
+def test_a_part_at_lr_scale_zero_stays_as_received(world):
+    cfg, model, clients, infos, trainer = world
+    algo = method_spec("FedVPA-GP").build(cfg, infos, trainable_state(model), model)
+    client = clients[infos[0].client_id]
+    payload = algo.payload(None, None)
+    payload["loss"] = {**payload["loss"], "base_lr_scale": 0.0}
+    task = Task(client.client_id, TRAIN_VARIATIONAL, [algo.global_state], 2, None, payload)
+    out = handle_task(task, client, trainer, torch.Generator().manual_seed(0))
+    changed = {k for k, v in out.state.items() if not torch.equal(v, algo.global_state[k])}
+    assert changed and not any(k.startswith("base.") for k in changed)
+    assert out.metrics["grad_base"] > 0 and out.metrics["grad_latent_path"] > 0  # measured, though not applied
 
 
 def test_two_round_smoke_run_of_fedvpa_gp(world):

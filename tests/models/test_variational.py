@@ -17,6 +17,7 @@ from fedpref.models.variational import (
     BASE_PREFIX,
     VariationalSelector,
     VariationalSpec,
+    oracle_latent,
     position_flags,
     variational_model,
 )
@@ -151,3 +152,33 @@ def test_causal_backbones_and_bad_specs_fail_clearly(base):
         VariationalSelector(nn.Linear(2, 2), SPEC)
     with pytest.raises(ConfigError, match="conditioning"):
         VariationalSelector(base, dataclasses.replace(SPEC, conditioning="multiplicative"))
+
+
+def test_oracle_latent_is_the_true_type_at_the_prototype_radius():
+    z = oracle_latent("G2", SPEC)
+    assert z.tolist() == [0.0, 5.0] + [0.0] * 6
+    shared = oracle_latent("G1", dataclasses.replace(SPEC, latent_source="oracle_shared"))
+    assert shared.tolist() == [5.0] + [0.0] * 6 + [10.0]
+    with pytest.raises(ConfigError, match="true type"):
+        oracle_latent(None, SPEC)
+
+
+def test_the_selector_reads_the_oracle_or_centred_z_but_the_losses_see_the_sample(base, enc):
+    model = VariationalSelector(base, SPEC)
+    with torch.no_grad():
+        nn.init.normal_(model.latent[-1].weight)
+        index, oracle, center = torch.arange(4), oracle_latent("G1", SPEC), torch.full((8,), 2.0)
+        plain = model.training_outputs(enc, index, torch.Generator().manual_seed(0))
+        read = model.training_outputs(enc, index, torch.Generator().manual_seed(0), oracle, center)
+        keep = (torch.rand(4, generator=_after_sample(model, enc, index)) >= SPEC.p_logit).float()
+        expected = model.logits(enc, index, (oracle - center).expand(4, -1), keep)
+    torch.testing.assert_close(read.z, plain.z)  # KL and pull: the sampled z
+    torch.testing.assert_close(read.logits, expected)
+
+
+def _after_sample(model: VariationalSelector, enc: EncodedPairs, index: torch.Tensor) -> torch.Generator:
+    """A generator in the state training_outputs leaves it in after sampling z (for its dropout draw)."""
+    generator = torch.Generator().manual_seed(0)
+    mu, logvar = model.context(*model.pair_posteriors(enc, index))
+    torch.randn(mu.shape, generator=generator)
+    return generator

@@ -24,6 +24,9 @@ from fedpref.protocol import EVALUATE_SELECTOR, TRAIN_VARIATIONAL, ClientInfo, R
 log = logging.getLogger(__name__)
 
 PRIORS = ("standard", "mixture")
+# Which client means the server's balanced k-means sees (Sec. 4.2): the last round's participants, the latest
+# mean of every client heard so far, or (a diagnostic) the true types instead of k-means.
+ASSIGNMENTS = ("participants", "all_clients", "oracle")
 # method name -> (prior, orthogonal loss); FedVPL is the paper's naive federated VPL (App. C.4).
 VARIANTS: dict[str, tuple[str, bool]] = {
     "FedVPL": ("standard", False),
@@ -31,6 +34,9 @@ VARIANTS: dict[str, tuple[str, bool]] = {
     "FedVPL+GB": ("mixture", False),
     "FedVPA-GP": ("mixture", True),
 }
+
+
+SERVER_ONLY = ("prior", "assignment", "center_latents", "scale_latents")  # Settings the clients never need
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +50,14 @@ class Settings:
     gamma: float = 0.1
     tau: float = 1.0
     gumbel_lr: float = 0.0
+    latent_lr_scale: float = 1.0
+    base_lr_scale: float = 1.0
+    assignment: str = "participants"
+    center_latents: bool = False
+    scale_latents: bool = False
 
     def loss_payload(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "prior"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in SERVER_ONLY}
 
 
 def read_statistics(reply: Reply, latent_dim: int) -> tuple[list[float], list[float]] | None:
@@ -63,6 +74,20 @@ def read_statistics(reply: Reply, latent_dim: int) -> tuple[list[float], list[fl
     if not all(math.isfinite(x) for x in values) or min(var) < 0:
         return None
     return [float(x) for x in mu], [float(x) for x in var]
+
+
+DIAGNOSTICS = ("recon", "kl", "orth", "grad_base", "grad_latent_path")
+
+
+def mean_diagnostics(replies: list[Reply]) -> dict[str, float]:
+    """The participants' mean loss terms, gradient norms reaching the base reward model and the z path, and
+    latent_sd: the root mean variance of the z each client's selector read in training (its spread per axis)."""
+    out = {
+        k: float(np.mean([r.metrics[k] for r in replies])) for k in DIAGNOSTICS if all(k in r.metrics for r in replies)
+    }
+    if all("latent_var" in r.metrics for r in replies):
+        out["latent_sd"] = float(np.mean([np.sqrt(np.mean(r.metrics["latent_var"])) for r in replies]))
+    return out
 
 
 class FedVPA(Algorithm):
@@ -88,6 +113,8 @@ class FedVPA(Algorithm):
         super().__init__(clients, init_state, num_rounds)
         if settings.prior not in PRIORS:
             raise ValueError(f"prior must be one of {', '.join(PRIORS)}, got {settings.prior!r}")
+        if settings.assignment not in ASSIGNMENTS:
+            raise ValueError(f"assignment must be one of {', '.join(ASSIGNMENTS)}, got {settings.assignment!r}")
         self.name, self.spec, self.settings = name, spec, settings
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps, self.seed = clients_per_round, local_steps, seed
@@ -122,12 +149,26 @@ class FedVPA(Algorithm):
         out = {"spec": self.spec.to_payload(), "loss": self.settings.loss_payload(), "prototype": prototype}
         if prior is not None:
             out["prior"] = prior
+        return {**out, **self.center_payload()}
+
+    def center_payload(self) -> dict:
+        """{"center": the mean c of every client's latest latent mean m_i} with `center_latents`, and {"scale": the
+        per-axis root mean square of m_i - c} with `scale_latents`, once some client has been heard."""
+        if not (self.settings.center_latents or self.settings.scale_latents) or not self.last_mean:
+            return {}
+        means = np.array(list(self.last_mean.values()))
+        center = means.mean(0)
+        out = {"center": center.tolist()} if self.settings.center_latents else {}
+        if self.settings.scale_latents:
+            out["scale"] = max(float(np.sqrt(((means - center) ** 2).mean())), 1e-6)
         return out
 
     def prototype_index(self, client_id: str) -> int | None:
         """The client's k-means label from last round; else its last mean's nearest centroid; else none."""
         if not self.settings.orthogonal:
             return None
+        if self.settings.assignment == "oracle":
+            return self.true_type_index(client_id)
         if client_id in self.prototype_of:
             return self.prototype_of[client_id]
         if client_id in self.last_mean and self.cluster_centroids:
@@ -158,6 +199,7 @@ class FedVPA(Algorithm):
             )
         if self.history and self.history[-1].get("round") == round_idx:
             self.history[-1]["skipped_statistics"] = skipped
+            self.history[-1].update(mean_diagnostics(replies))
         self.update_prior(round_idx, stats)
 
     def update_prior(self, round_idx: int, stats: dict[str, tuple[list[float], list[float]]]) -> None:
@@ -170,8 +212,11 @@ class FedVPA(Algorithm):
             return
         ids = list(stats)
         self.prior = {"ids": ids, "mu": [stats[c][0] for c in ids], "var": [stats[c][1] for c in ids]}
-        if self.settings.orthogonal:
+        if self.settings.orthogonal and self.settings.assignment == "participants":
             self.assign_prototypes(ids, np.array(self.prior["mu"]))
+        elif self.settings.orthogonal and self.settings.assignment == "all_clients":
+            known = list(self.last_mean)
+            self.assign_prototypes(known, np.array([self.last_mean[c] for c in known]))
 
     def assign_prototypes(self, ids: list[str], means: np.ndarray) -> None:
         """Balanced k-means (k = M) over the client means, clusters matched to the shared prototypes."""
@@ -180,6 +225,13 @@ class FedVPA(Algorithm):
         to_proto = match_clusters(centroids, prototypes)
         self.prototype_of = {c: to_proto[int(k)] for c, k in zip(ids, labels)}
         self.cluster_centroids = [(centroids[k].tolist(), to_proto[k]) for k in range(len(centroids))]
+
+    def true_type_index(self, client_id: str) -> int:
+        """The prototype of the client's true type G<k>: k - 1 modulo M (assignment 'oracle', a diagnostic)."""
+        group = next(c.true_group for c in self.clients if c.client_id == client_id)
+        if group is None or not group.lstrip("G").isdigit():
+            raise ValueError(f"assignment 'oracle' needs true types G<k>; client {client_id} has {group!r}")
+        return (int(group.lstrip("G")) - 1) % self.spec.num_prototypes
 
     def initialization(self, client_id: str) -> State:
         """The reward-model part (LoRA, plus the scalar head on encoders) of the shared state, for personalization.
@@ -196,7 +248,7 @@ class FedVPA(Algorithm):
         """The selector's evaluation (Tables 1-2), as tasks: each client infers z from its own training pairs
         under the shared state and reports its test accuracy, with no update (seen and unseen clients alike).
         The per-round latent means of the participants are in `self.latent_trace`."""
-        payload = {"spec": self.spec.to_payload(), "chunk": chunk}
+        payload = {"spec": self.spec.to_payload(), "chunk": chunk, **self.center_payload()}
         return [Task(c, EVALUATE_SELECTOR, [self.global_state], payload=payload) for c in client_ids]
 
     @staticmethod
@@ -219,6 +271,9 @@ def spec_from_config(cfg: ExperimentConfig) -> VariationalSpec:
         prototype_scale=v.prototype_scale,
         conditioning=v.conditioning,
         latent_context=v.latent_context,
+        latent_source=v.latent_source,
+        selector_reads=v.selector_reads,
+        detach_latent=v.detach_latent,
         seed=cfg.seed,
     )
 
@@ -227,7 +282,20 @@ def build_fedvpa(name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init
     """The builder of the variant `name` of VARIANTS, configured from `cfg.variational`."""
     prior, orthogonal = VARIANTS[name]
     v, spec = cfg.variational, spec_from_config(cfg)
-    settings = Settings(prior, orthogonal, v.beta, v.lambda_orth, v.gamma, v.tau, v.gumbel_lr)
+    settings = Settings(
+        prior,
+        orthogonal,
+        v.beta,
+        v.lambda_orth,
+        v.gamma,
+        v.tau,
+        v.gumbel_lr,
+        v.latent_lr_scale,
+        v.base_lr_scale,
+        v.assignment,
+        v.center_latents,
+        v.scale_latents,
+    )
     with torch.no_grad():
         init_state = variational_model(model, spec).initial_state(init)
     f = cfg.federation

@@ -9,15 +9,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig, seed_global_rng
 from fedpref.models.adapters import load_trainable_state, trainable_state
 from fedpref.models.encoded import EncodedPairs
 from fedpref.models.variational import (
+    BASE_PREFIX,
     TrainOutputs,
     VariationalSelector,
     VariationalSpec,
+    oracle_latent,
     position_flags,
+    read_latent,
     variational_model,
 )
 from fedpref.models.variational_math import (
@@ -44,6 +48,8 @@ class LossSettings:
     tau: float = 1.0
     orthogonal: bool = True
     gumbel_lr: float = 0.0  # 0: the training learning rate
+    latent_lr_scale: float = 1.0  # lr of the variational modules (inference net, f, W, prototypes) / training lr
+    base_lr_scale: float = 1.0  # lr of the wrapped reward model (LoRA, scalar head) / training lr; 0 freezes it
 
 
 @dataclass
@@ -102,12 +108,44 @@ def store_gumbel_logits(memory: dict, peer_ids: list[str], logits: torch.Tensor)
     memory.setdefault(GUMBEL_KEY, {}).update(zip(peer_ids, logits.detach().cpu().tolist()))
 
 
-def make_optimizer(model: VariationalSelector, optim: OptimConfig, extra: list[torch.Tensor], extra_lr: float):
-    """AdamW over the shared trainable weights, plus the client-only Gumbel logits (no weight decay)."""
-    groups = [{"params": [p for p in model.parameters() if p.requires_grad]}]
+def split_parameters(model: VariationalSelector) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """The trainable (base reward model, variational modules) parameters of the selector."""
+    base, latent = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (base if name.startswith(BASE_PREFIX) else latent).append(p)
+    return base, latent
+
+
+def make_optimizer(
+    model: VariationalSelector, optim: OptimConfig, settings: LossSettings, extra: list[torch.Tensor]
+) -> torch.optim.AdamW:
+    """AdamW over the shared trainable weights (base and variational modules at their own lr scales), plus the
+    client-only Gumbel logits (no weight decay). A part at scale 0 is left out: it stays as received."""
+    base, latent = split_parameters(model)
+    groups = [
+        {"params": params, "lr": optim.lr * scale}
+        for params, scale in ((base, settings.base_lr_scale), (latent, settings.latent_lr_scale))
+        if scale > 0
+    ]
     if extra:
-        groups.append({"params": extra, "weight_decay": 0.0, "lr": extra_lr or optim.lr})
+        groups.append({"params": extra, "weight_decay": 0.0, "lr": settings.gumbel_lr or optim.lr})
     return torch.optim.AdamW(groups, lr=optim.lr, betas=(optim.beta1, optim.beta2), weight_decay=optim.weight_decay)
+
+
+def gradient_norms(model: VariationalSelector) -> dict[str, float]:
+    """L2 norms of the current gradients reaching the base reward model and the z path (f and W)."""
+    parts = {"grad_base": [], "grad_latent_path": []}
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            continue
+        if name.startswith(BASE_PREFIX):
+            parts["grad_base"].append(p.grad)
+        elif name.startswith(("latent.", "projection.")):
+            parts["grad_latent_path"].append(p.grad)
+    return {
+        k: float(torch.linalg.vector_norm(torch.stack([g.norm() for g in v]))) if v else 0.0 for k, v in parts.items()
+    }
 
 
 def train_variational(task: Task, client, trainer: LocalTrainer, generator: torch.Generator) -> Reply:
@@ -124,20 +162,22 @@ def train_variational(task: Task, client, trainer: LocalTrainer, generator: torc
     load_trainable_state(model, task.models[0])
     seed_global_rng(generator)
     pi = gumbel_logits(client.memory, prior.ids, device) if prior else None
-    optimizer = make_optimizer(model, trainer.optim, [pi] if pi is not None else [], settings.gumbel_lr)
+    optimizer = make_optimizer(model, trainer.optim, settings, [pi] if pi is not None else [])
+    oracle_z = oracle_latent(client.group, model.spec) if model.spec.latent_source != "inferred" else None
+    center, scale = latent_center(payload, device)
     stream = BatchStream(len(client.train), trainer.optim.batch_size, generator)
     terms, mus, zs = [], [], []
     model.train()
     for _ in range(task.steps):
         with trainer.autocast():
-            out = model.training_outputs(client.train, stream.next(), generator)
+            out = model.training_outputs(client.train, stream.next(), generator, oracle_z, center, scale)
         log_w = gumbel_softmax_log_weights(pi, settings.tau, generator) if pi is not None else None
         scale = model.spec.prototype_scale
         parts = local_loss(out, settings, model.prototypes, scale, payload.get("prototype"), prior, log_w)
         optimizer.zero_grad(set_to_none=True)
         parts["loss"].backward()
         optimizer.step()
-        terms.append({k: v.item() for k, v in parts.items()})
+        terms.append({**{k: v.item() for k, v in parts.items()}, **gradient_norms(model)})
         mus.append(out.mu.detach().float())
         zs.append(out.z.detach().float())
     model.eval()
@@ -147,6 +187,13 @@ def train_variational(task: Task, client, trainer: LocalTrainer, generator: torc
     metrics["train_loss"] = metrics.pop("loss")
     metrics.update(latent_statistics(torch.cat(mus), torch.cat(zs)))
     return Reply(client.client_id, len(client.train), state=trainable_state(model), metrics=metrics, tag=task.tag)
+
+
+def latent_center(payload: dict, device: torch.device | str) -> tuple[torch.Tensor | None, float]:
+    """The server's (centre (d,) or None, scale) of the client latents: the selector reads (z - centre) / scale."""
+    center = payload.get("center")
+    center = None if center is None else torch.tensor(center, dtype=torch.float32, device=device)
+    return center, float(payload.get("scale", 1.0))
 
 
 def latent_statistics(mus: torch.Tensor, zs: torch.Tensor) -> dict[str, list[float]]:
@@ -183,10 +230,17 @@ def selector_accuracy(model: VariationalSelector, data: EncodedPairs, z: torch.T
     return {"acc": 100.0 * hits / len(data), "base_acc": 100.0 * base_hits / len(data)}
 
 
-def evaluate_client(model: VariationalSelector, client, chunk: int = 64) -> dict:
-    """z from the client's training pairs only, then its test accuracy; works unchanged for unseen clients."""
+def evaluate_client(
+    model: VariationalSelector, client, chunk: int = 64, center: torch.Tensor | None = None, scale: float = 1.0
+) -> dict:
+    """z from the client's training pairs only, then its test accuracy; works unchanged for unseen clients.
+
+    The selector reads (z - `center`) / `scale` (as in training); with latent_source 'oracle' it reads the
+    client's true-type latent instead of z. The reported latent mean is z itself."""
     z, kl = client_latent(model, client.train, chunk)
-    result = selector_accuracy(model, client.test, z, chunk)
+    z_read = oracle_latent(client.group, model.spec).to(z.device) if model.spec.latent_source != "inferred" else z
+    z_read = read_latent(z_read, center, scale)
+    result = selector_accuracy(model, client.test, z_read, chunk)
     return {**result, "group": client.group, "kl_standard": kl, "latent_mean": z.cpu().tolist()}
 
 
@@ -198,7 +252,8 @@ def evaluate_selector(task: Task, client, trainer: LocalTrainer) -> Reply:
     """
     model = variational_model(trainer.model, VariationalSpec(**task.payload["spec"]))
     load_trainable_state(model, task.models[0])
-    metrics = evaluate_client(model, client, task.payload.get("chunk", 64))
+    center, scale = latent_center(task.payload, model.prototypes.device)
+    metrics = evaluate_client(model, client, task.payload.get("chunk", 64), center, scale)
     return Reply(client.client_id, len(client.train), metrics=metrics, tag=task.tag)
 
 

@@ -18,6 +18,8 @@ from fedpref.models.variational_math import cap_logvar, init_prototypes, reparam
 
 CONDITIONINGS = ("projected", "additive")
 CONTEXTS = ("other_half", "pair")
+LATENT_SOURCES = ("inferred", "oracle", "oracle_shared")
+SELECTOR_READS = ("sample", "mean")
 BASE_PREFIX = "base."  # trainable-state keys of the wrapped reward model (LoRA, and the scalar head if any)
 
 
@@ -29,6 +31,10 @@ class VariationalSpec:
     'projected' makes the shift content-aware: delta_k = f(z) . W LN(h_k) for response k (see `logit_shift`).
     latent_context: 'pair' is Algorithm 2 line 14 (z from the pair's own difference embedding);
     'other_half' takes each pair's z from the other half of its batch (client-level, as at test time).
+    latent_source: 'inferred' (the method); 'oracle' replaces z, in training and evaluation, by the client's
+    true type as a one-hot at the prototype radius (`oracle_latent`), to test the z path apart from inference.
+    selector_reads: in training the selector reads the sampled z ('sample', Eq. 17) or its context posterior's
+    mean ('mean', no sampling noise); detach_latent: the selector's loss does not reach the inference network.
     """
 
     latent_dim: int = 32
@@ -39,6 +45,9 @@ class VariationalSpec:
     prototype_scale: float = 5.0
     conditioning: str = "projected"
     latent_context: str = "other_half"
+    latent_source: str = "inferred"
+    selector_reads: str = "sample"
+    detach_latent: bool = False
     seed: int = 0
 
     def to_payload(self) -> dict:
@@ -214,15 +223,59 @@ class VariationalSelector(nn.Module):
             base = base * keep_base.unsqueeze(-1).to(base.dtype)
         return base + shift
 
-    def training_outputs(self, enc: EncodedPairs, index: torch.Tensor, generator: torch.Generator) -> TrainOutputs:
-        """Algorithm 2 lines 11-18 for one batch, with base-logit dropout at rate p_logit."""
+    def training_outputs(
+        self,
+        enc: EncodedPairs,
+        index: torch.Tensor,
+        generator: torch.Generator,
+        oracle_z: torch.Tensor | None = None,
+        center: torch.Tensor | None = None,
+        scale: float = 1.0,
+    ) -> TrainOutputs:
+        """Algorithm 2 lines 11-18 for one batch, with base-logit dropout at rate p_logit.
+
+        The selector reads (z - `center`) / `scale` (`read_latent`). `oracle_z` (d,) replaces the sampled z in
+        the logits only (latent_source 'oracle'); the KL and the prototype pull always see the sampled z itself,
+        so the inference network trains as usual.
+        """
         mu, logvar = self.pair_posteriors(enc, index)
         ctx_mu, ctx_logvar = self.context(mu, logvar)
         z = reparameterize(ctx_mu, ctx_logvar, generator)
+        z_logits = z if self.spec.selector_reads == "sample" else ctx_mu
+        if self.spec.detach_latent:
+            z_logits = z_logits.detach()
+        if oracle_z is not None:
+            z_logits = oracle_z.to(z.device).expand_as(z)
+        z_logits = read_latent(z_logits, center, scale)
         keep = (torch.rand(len(index), generator=generator) >= self.spec.p_logit).float()
-        logits = self.logits(enc, index, z, keep)
+        logits = self.logits(enc, index, z_logits, keep)
         target = (~position_flags(enc)[index]).long().to(logits.device)
         return TrainOutputs(logits, target, mu, ctx_mu, ctx_logvar, z)
+
+
+def read_latent(z: torch.Tensor, center: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """What the selector reads of a latent z: (z - center) / scale (identity without centre and at scale 1)."""
+    if center is not None:
+        z = z - center.to(z.device)
+    return z / scale
+
+
+def oracle_latent(group: str | None, spec: VariationalSpec) -> torch.Tensor:
+    """(d,) the true type G<k> as the one-hot e_(k-1) at the prototype radius (latent_source 'oracle').
+
+    'oracle_shared' adds a component common to every type, twice as long (s * 2 e_(d-1)): the same type
+    difference on top of a shared offset, as inferred latents have before they are centred.
+    """
+    if group is None or not group.lstrip("G").isdigit():
+        raise ConfigError(f"variational.latent_source = 'oracle' needs clients with a true type G<k>, got {group!r}")
+    index = int(group.lstrip("G")) - 1
+    if not 0 <= index < spec.latent_dim - 1:
+        raise ConfigError(f"type {group} has no oracle latent in d = {spec.latent_dim} dimensions")
+    z = torch.zeros(spec.latent_dim)
+    z[index] = spec.prototype_scale
+    if spec.latent_source == "oracle_shared":
+        z[-1] = 2 * spec.prototype_scale
+    return z
 
 
 def check_spec(spec: VariationalSpec) -> None:
@@ -230,6 +283,10 @@ def check_spec(spec: VariationalSpec) -> None:
         raise ConfigError(f"variational.conditioning must be one of {', '.join(CONDITIONINGS)}")
     if spec.latent_context not in CONTEXTS:
         raise ConfigError(f"variational.latent_context must be one of {', '.join(CONTEXTS)}")
+    if spec.selector_reads not in SELECTOR_READS:
+        raise ConfigError(f"variational.selector_reads must be one of {', '.join(SELECTOR_READS)}")
+    if spec.latent_source not in LATENT_SOURCES:
+        raise ConfigError(f"variational.latent_source must be one of {', '.join(LATENT_SOURCES)}")
     if not 1 <= spec.num_prototypes <= spec.latent_dim:
         raise ConfigError("variational.num_prototypes must be between 1 and variational.latent_dim")
 

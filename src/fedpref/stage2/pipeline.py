@@ -12,13 +12,14 @@ import numpy as np
 import torch
 
 from fedpref.algorithms.registry import build_algorithm
+from fedpref.client.variational import latent_center
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
 from fedpref.engines.loop import ask_selector, run_rounds
 from fedpref.experiments.runner import inprocess_federation
 from fedpref.experiments.setup import build_setup
 from fedpref.models.adapters import load_trainable_state
-from fedpref.models.variational import variational_model
+from fedpref.models.variational import read_latent, variational_model
 from fedpref.stage2.config import Stage2Config
 from fedpref.stage2.dpo import DPOSettings, train_dpo
 from fedpref.stage2.evaluate import win_rates
@@ -86,10 +87,11 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
     evaluation = ask_selector(algorithm, federation.transport, list(setup.clients), "selector")
     selector = variational_model(setup.model, algorithm.spec)
     load_trainable_state(selector, algorithm.global_state)
+    center, scale = latent_center(algorithm.center_payload(), "cpu")
     latents = {}
     for group in TYPES:
         means = [r["latent_mean"] for r in evaluation["per_client"].values() if r["group"] == group]
-        latents[group] = torch.tensor(means).mean(0)
+        latents[group] = read_latent(torch.tensor(means).mean(0), center, scale)  # z as the selector reads it
     return selector, latents, evaluation
 
 
