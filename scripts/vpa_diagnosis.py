@@ -63,6 +63,19 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     ),
     "oracle_z_lr3e-4": ("oracle z, local lr 3e-4 (less drift per round)", [ORACLE_Z, "train.lr=3e-4"]),
     "shipped_lr3e-4": ("shipped, local lr 3e-4", ["train.lr=3e-4"]),
+    "frozen_inference_standardized": (
+        "inference network frozen at its init (static latents), the selector reads them centred and scaled",
+        ["variational.inference_lr_scale=0", *STANDARDIZED],
+    ),
+    "oracle_z_balanced": (
+        "oracle z, each round 2 clients of each true type (no final-round majority)",
+        [ORACLE_Z, "variational.sampling='by_true_type'"],
+    ),
+    "balanced": ("each round 2 clients of each prototype label", ["variational.sampling='by_prototype'"]),
+    "true_labels_balanced": (
+        "true-type labels, 2 clients of each type a round",
+        [TRUE_LABELS, "variational.sampling='by_true_type'"],
+    ),
     "true_labels_detached": (
         "true-type labels, the selector's loss stops at z",
         [TRUE_LABELS, "variational.detach_latent=true"],

@@ -265,6 +265,11 @@ class VariationalConfig:
         "initialized (not given in the paper).",
         1.0,
     )
+    inference_lr_scale: float = _help(
+        "Learning rate of the inference network (feature extractor, posterior head) and the prototypes as a "
+        "multiple of the z path's (latent_lr_scale x train.lr); 0 keeps them as initialized (not in the paper).",
+        1.0,
+    )
     assignment: str = _help(
         "Which client means the server's balanced k-means clusters into prototype labels (Sec. 4.2): "
         "'participants' (the last round's), 'all_clients' (the latest mean of every client heard so far) or "
@@ -290,6 +295,12 @@ class VariationalConfig:
         "Stop the selector's loss at z: the inference network learns from the KL and the prototype pull only "
         "(a diagnostic; not in the paper).",
         False,
+    )
+    sampling: str = _help(
+        "Who trains each round: 'uniform' (Algorithm 1) or 'by_prototype' (group-debiased over the clients' "
+        "prototype labels, as FedGD samples its groups: every round hears each label equally); 'by_true_type' "
+        "is the same over the true types (a diagnostic). Not in the paper.",
+        "uniform",
     )
     latent_source: str = _help(
         "'inferred': z from the inference network (the method); 'oracle': z is the client's true type as a one-hot "

@@ -97,6 +97,20 @@ def test_oracle_assignment_labels_clients_by_their_true_type():
     assert [algo.prototype_index(c) for c in "abcd"] == [0, 0, 1, 1]
 
 
+def test_balanced_sampling_hears_each_label_equally_every_round():
+    ids = ("a", "b", "c", "d", "e", "f")  # G1: a, b; G2: c, d, e, f
+    algo = server(per_round=2, ids=ids, sampling="by_true_type")
+    types = {"a": "G1", "b": "G1"}
+    for r in range(20):
+        assert sorted(types.get(c, "G2") for c in algo.sample(r)) == ["G1", "G2"]
+    labelled = server(per_round=2, ids=ids, sampling="by_prototype")
+    labelled.prototype_of = {"a": 0, "b": 0, "c": 1, "d": 1, "e": 1, "f": 1}
+    for r in range(20):
+        assert sorted(labelled.prototype_of[c] for c in labelled.sample(r)) == [0, 1]
+    with pytest.raises(ValueError, match="sampling must be one of"):
+        server(sampling="stratified")
+
+
 def test_the_centre_is_the_mean_of_every_clients_latest_mean_and_reaches_training_and_evaluation():
     algo = server(per_round=2, center_latents=True)
     assert "center" not in algo.next_tasks(0)[0].payload  # nothing heard yet: z is read as is
@@ -225,6 +239,11 @@ def test_a_part_at_lr_scale_zero_stays_as_received(world):
     changed = {k for k, v in out.state.items() if not torch.equal(v, algo.global_state[k])}
     assert changed and not any(k.startswith("base.") for k in changed)
     assert out.metrics["grad_base"] > 0 and out.metrics["grad_latent_path"] > 0  # measured, though not applied
+    payload["loss"] = {**payload["loss"], "base_lr_scale": 1.0, "inference_lr_scale": 0.0}
+    task = Task(client.client_id, TRAIN_VARIATIONAL, [algo.global_state], 2, None, payload)
+    out = handle_task(task, client, trainer, torch.Generator().manual_seed(0))
+    changed = {k.split(".")[0] for k, v in out.state.items() if not torch.equal(v, algo.global_state[k])}
+    assert changed == {"base", "latent", "projection"}  # the inference network and prototypes stay
 
 
 def test_two_round_smoke_run_of_fedvpa_gp(world):

@@ -38,7 +38,10 @@ def test_tiny_end_to_end_via_cli(stage2_tiny):
             for group in ("G1", "G2"):
                 r = results[method]["win_rates"][judge][group]
                 assert r["n"] == 4 and r["wins"] + r["ties"] + r["losses"] == 4
+        assert set(results[method]["win_rates"]["distinct_2"]) == {"base", "G1", "G2"}
+        assert all(0.0 <= v <= 1.0 for v in results[method]["win_rates"]["distinct_2"].values())
     assert "| conditional DPO (Stage 2) | oracle | G1 |" in (out / "table.md").read_text()
+    assert "Distinct-2" in (out / "table.md").read_text()
     assert (out / "stage1_pairs.jsonl").is_file()
 
 

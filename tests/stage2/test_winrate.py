@@ -2,7 +2,7 @@
 
 import pytest
 
-from fedpref.stage2.winrate import summarize_verdicts, wilson_interval
+from fedpref.stage2.winrate import distinct_n, summarize_verdicts, wilson_interval
 
 
 def test_wilson_8_of_10():
@@ -26,3 +26,10 @@ def test_ties_count_half():
     low, high = wilson_interval(2.5, 4)
     assert s["ci95"] == [round(100 * low, 2), round(100 * high, 2)]
     assert summarize_verdicts([])["win_rate"] is None
+
+
+def test_distinct_2_counts_unique_word_bigrams_over_all_texts():
+    # bigrams: (a b), (b a), (a b) | (a b) -> 2 unique of 4
+    assert distinct_n(["a b a b", "a b"]) == 0.5
+    assert distinct_n(["one two three", "four five"]) == 1.0
+    assert distinct_n(["single"]) == 0.0

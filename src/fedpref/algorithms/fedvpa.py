@@ -14,7 +14,7 @@ from torch import nn
 from fedpref.algorithms.aggregation import copy_state, uniform_average
 from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.registry import MethodSpec
-from fedpref.algorithms.sampling import uniform_sample
+from fedpref.algorithms.sampling import group_debiased_sample, uniform_sample
 from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
 from fedpref.models.variational import BASE_PREFIX, VariationalSpec, variational_model
@@ -27,6 +27,9 @@ PRIORS = ("standard", "mixture")
 # Which client means the server's balanced k-means sees (Sec. 4.2): the last round's participants, the latest
 # mean of every client heard so far, or (a diagnostic) the true types instead of k-means.
 ASSIGNMENTS = ("participants", "all_clients", "oracle")
+# Who trains each round: uniformly (Algorithm 1 line 3), or group-debiased over the prototype labels (or, a
+# diagnostic, the true types), so that every round hears each preference type equally.
+SAMPLINGS = ("uniform", "by_prototype", "by_true_type")
 # method name -> (prior, orthogonal loss); FedVPL is the paper's naive federated VPL (App. C.4).
 VARIANTS: dict[str, tuple[str, bool]] = {
     "FedVPL": ("standard", False),
@@ -36,7 +39,7 @@ VARIANTS: dict[str, tuple[str, bool]] = {
 }
 
 
-SERVER_ONLY = ("prior", "assignment", "center_latents", "scale_latents")  # Settings the clients never need
+SERVER_ONLY = ("prior", "assignment", "sampling", "center_latents", "scale_latents")  # Settings the clients never need
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +55,9 @@ class Settings:
     gumbel_lr: float = 0.0
     latent_lr_scale: float = 1.0
     base_lr_scale: float = 1.0
+    inference_lr_scale: float = 1.0
     assignment: str = "participants"
+    sampling: str = "uniform"
     center_latents: bool = False
     scale_latents: bool = False
 
@@ -115,6 +120,8 @@ class FedVPA(Algorithm):
             raise ValueError(f"prior must be one of {', '.join(PRIORS)}, got {settings.prior!r}")
         if settings.assignment not in ASSIGNMENTS:
             raise ValueError(f"assignment must be one of {', '.join(ASSIGNMENTS)}, got {settings.assignment!r}")
+        if settings.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {settings.sampling!r}")
         self.name, self.spec, self.settings = name, spec, settings
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps, self.seed = clients_per_round, local_steps, seed
@@ -132,7 +139,7 @@ class FedVPA(Algorithm):
         if round_idx >= self.num_rounds or self._trained_round == round_idx:
             return []
         self._trained_round = round_idx
-        sampled = uniform_sample([c.client_id for c in self.clients], self.clients_per_round, self.rng)
+        sampled = self.sample(round_idx)
         protos = {c: self.prototype_index(c) for c in sampled}
         prior = self.prior if self.settings.prior == "mixture" else None
         self.history.append(
@@ -144,6 +151,18 @@ class FedVPA(Algorithm):
             Task(c, TRAIN_VARIATIONAL, [self.global_state], self.local_steps, None, self.payload(prior, protos[c]))
             for c in sampled
         ]
+
+    def sample(self, round_idx: int) -> list[str]:
+        """This round's participants: uniform, or one group-debiased draw over the clients' labels (a client
+        without a prototype label yet is in a group of its own kind, -1)."""
+        ids = [c.client_id for c in self.clients]
+        if self.settings.sampling == "uniform":
+            return uniform_sample(ids, self.clients_per_round, self.rng)
+        if self.settings.sampling == "by_true_type":
+            labels = [self.true_type_index(c) for c in ids]
+        else:
+            labels = [-1 if (y := self.prototype_index(c)) is None else y for c in ids]
+        return group_debiased_sample(ids, labels, self.clients_per_round, self.rng, round_idx)
 
     def payload(self, prior: dict | None, prototype: int | None) -> dict:
         out = {"spec": self.spec.to_payload(), "loss": self.settings.loss_payload(), "prototype": prototype}
@@ -292,7 +311,9 @@ def build_fedvpa(name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init
         v.gumbel_lr,
         v.latent_lr_scale,
         v.base_lr_scale,
+        v.inference_lr_scale,
         v.assignment,
+        v.sampling,
         v.center_latents,
         v.scale_latents,
     )

@@ -50,6 +50,7 @@ class LossSettings:
     gumbel_lr: float = 0.0  # 0: the training learning rate
     latent_lr_scale: float = 1.0  # lr of the variational modules (inference net, f, W, prototypes) / training lr
     base_lr_scale: float = 1.0  # lr of the wrapped reward model (LoRA, scalar head) / training lr; 0 freezes it
+    inference_lr_scale: float = 1.0  # lr of the inference network and prototypes / the z path's lr; 0 freezes them
 
 
 @dataclass
@@ -108,26 +109,34 @@ def store_gumbel_logits(memory: dict, peer_ids: list[str], logits: torch.Tensor)
     memory.setdefault(GUMBEL_KEY, {}).update(zip(peer_ids, logits.detach().cpu().tolist()))
 
 
-def split_parameters(model: VariationalSelector) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
-    """The trainable (base reward model, variational modules) parameters of the selector."""
-    base, latent = [], []
+SELECTOR_PATH = ("latent.", "projection.")  # f and W: how the selector reads z
+
+
+def split_parameters(model: VariationalSelector) -> dict[str, list[nn.Parameter]]:
+    """The trainable parameters of the selector by part: base reward model, z path (f, W), inference network
+    (feature extractor, posterior head and prototypes)."""
+    parts: dict[str, list[nn.Parameter]] = {"base": [], "z_path": [], "inference": []}
     for name, p in model.named_parameters():
         if p.requires_grad:
-            (base if name.startswith(BASE_PREFIX) else latent).append(p)
-    return base, latent
+            part = (
+                "base" if name.startswith(BASE_PREFIX) else "z_path" if name.startswith(SELECTOR_PATH) else "inference"
+            )
+            parts[part].append(p)
+    return parts
 
 
 def make_optimizer(
     model: VariationalSelector, optim: OptimConfig, settings: LossSettings, extra: list[torch.Tensor]
 ) -> torch.optim.AdamW:
-    """AdamW over the shared trainable weights (base and variational modules at their own lr scales), plus the
-    client-only Gumbel logits (no weight decay). A part at scale 0 is left out: it stays as received."""
-    base, latent = split_parameters(model)
-    groups = [
-        {"params": params, "lr": optim.lr * scale}
-        for params, scale in ((base, settings.base_lr_scale), (latent, settings.latent_lr_scale))
-        if scale > 0
-    ]
+    """AdamW over the shared trainable weights (each part at its own lr scale), plus the client-only Gumbel
+    logits (no weight decay). A part at scale 0 is left out: it stays as received."""
+    parts = split_parameters(model)
+    scales = {
+        "base": settings.base_lr_scale,
+        "z_path": settings.latent_lr_scale,
+        "inference": settings.latent_lr_scale * settings.inference_lr_scale,
+    }
+    groups = [{"params": parts[k], "lr": optim.lr * scale} for k, scale in scales.items() if scale > 0]
     if extra:
         groups.append({"params": extra, "weight_decay": 0.0, "lr": settings.gumbel_lr or optim.lr})
     return torch.optim.AdamW(groups, lr=optim.lr, betas=(optim.beta1, optim.beta2), weight_decay=optim.weight_decay)
@@ -141,7 +150,7 @@ def gradient_norms(model: VariationalSelector) -> dict[str, float]:
             continue
         if name.startswith(BASE_PREFIX):
             parts["grad_base"].append(p.grad)
-        elif name.startswith(("latent.", "projection.")):
+        elif name.startswith(SELECTOR_PATH):
             parts["grad_latent_path"].append(p.grad)
     return {
         k: float(torch.linalg.vector_norm(torch.stack([g.norm() for g in v]))) if v else 0.0 for k, v in parts.items()

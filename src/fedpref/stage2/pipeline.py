@@ -215,8 +215,11 @@ def _stage1_summary(evaluation: dict, latents: dict[str, torch.Tensor], pairs: i
     }
 
 
+NOT_JUDGES = ("examples", "distinct_2")  # win_rates entries that are not a judge's verdicts
+
+
 def _headline(rates: dict) -> dict:
-    return {j: {g: r["win_rate"] for g, r in by.items()} for j, by in rates.items() if j != "examples"}
+    return {j: {g: r["win_rate"] for g, r in by.items()} for j, by in rates.items() if j not in NOT_JUDGES}
 
 
 def results_markdown(results: dict) -> str:
@@ -225,9 +228,19 @@ def results_markdown(results: dict) -> str:
     for method, key in (("conditional DPO (Stage 2)", "stage2"), ("FedDPO", "feddpo")):
         rates = results.get(key, {}).get("win_rates", {})
         for judge, by_type in rates.items():
-            if judge == "examples":
+            if judge in NOT_JUDGES:
                 continue
             for group, r in by_type.items():
                 counts = f"{r['n']} ({r['wins']}/{r['ties']}/{r['losses']})"
                 lines.append(f"| {method} | {judge} | {group} | {r['win_rate']} | {counts} | {r['ci95']} |")
+    lines += [
+        "",
+        "Distinct-2 of the evaluation samples (unique word bigrams / all; the frozen base for reference):",
+        "",
+    ]
+    lines += ["| method | base | " + " | ".join(TYPES) + " |", "|---|---|" + "---|" * len(TYPES)]
+    for method, key in (("conditional DPO (Stage 2)", "stage2"), ("FedDPO", "feddpo")):
+        d2 = results.get(key, {}).get("win_rates", {}).get("distinct_2")
+        if d2:
+            lines.append(f"| {method} | {d2['base']} | " + " | ".join(str(d2.get(g, "-")) for g in TYPES) + " |")
     return "\n".join(lines) + "\n"

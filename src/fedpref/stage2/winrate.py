@@ -32,3 +32,9 @@ def summarize_verdicts(verdicts: Sequence[float], z: float = 1.96) -> dict:
         "losses": n - wins - ties,
         "ci95": [round(100.0 * low, 2), round(100.0 * high, 2)],
     }
+
+
+def distinct_n(texts: Sequence[str], n: int = 2) -> float:
+    """Distinct-n: unique word n-grams over all n-grams of the texts (1.0: no n-gram repeats; 0.0 if none)."""
+    grams = [tuple(words[i : i + n]) for words in (t.split() for t in texts) for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
