@@ -76,6 +76,14 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "true-type labels, 2 clients of each type a round",
         [TRUE_LABELS, "variational.sampling='by_true_type'"],
     ),
+    "client_context": (
+        "training z from all the client's other training pairs (as at test time), not 4 of them",
+        ["variational.latent_context='client'"],
+    ),
+    "client_context_standardized": (
+        "client context, the selector reads it centred and scaled",
+        ["variational.latent_context='client'", *STANDARDIZED],
+    ),
     "true_labels_detached": (
         "true-type labels, the selector's loss stops at z",
         [TRUE_LABELS, "variational.detach_latent=true"],

@@ -17,7 +17,14 @@ from fedpref.errors import ConfigError
 # The methods, their flags and their checks live in fedpref.algorithms.registry, above this layer (a config is
 # checked against it by registry.check_methods).
 CONDITIONINGS = ("projected", "additive")
-LATENT_CONTEXTS = ("other_half", "pair")
+LATENT_CONTEXTS = ("other_half", "pair", "client")
+# The FedVPA-GP diagnosis switches (docs/fedvpa.md, "Diagnosis"); the first value of each is the default.
+VARIATIONAL_CHOICES = {
+    "assignment": ("participants", "all_clients", "oracle"),
+    "sampling": ("uniform", "by_prototype", "by_true_type"),
+    "latent_source": ("inferred", "oracle", "oracle_shared"),
+    "selector_reads": ("sample", "mean"),
+}
 DATA_SOURCES = ("synthetic", "jsonl", "tldr", "hh", "pairwise_jsonl", "pairwise")
 HH_SCHEMES = ("by_subset", "iid", "dirichlet")  # fedpref.data.hh_partition.PARTITION_SCHEMES
 HEADS = ("scalar", "selector")
@@ -249,9 +256,9 @@ class VariationalConfig:
         "projected",
     )
     latent_context: str = _help(
-        "Training z of a pair: 'other_half' (from the other half of its batch, never its own label; like the "
-        "test-time z from a client's training pairs) or 'pair' (its own chosen-minus-rejected embedding, "
-        "Algorithm 2 line 14; leaks the label into z).",
+        "Training z of a pair: 'other_half' (from the other half of its batch, never its own label), 'client' "
+        "(from all the client's training pairs outside the batch: the test-time z without the batch's labels) or "
+        "'pair' (its own chosen-minus-rejected embedding, Algorithm 2 line 14; leaks the label into z).",
         "other_half",
     )
     gumbel_lr: float = _help("Learning rate of the client's Gumbel logits pi (0: train.lr).", 0.0)
@@ -632,6 +639,10 @@ def _validate_variational(c: ExperimentConfig, need) -> None:
         "variational.latent_context",
         f"must be one of {', '.join(LATENT_CONTEXTS)}",
     )
+    for key, choices in VARIATIONAL_CHOICES.items():
+        need(getattr(v, key) in choices, f"variational.{key}", f"must be one of {', '.join(choices)}")
+    for key in ("latent_lr_scale", "base_lr_scale", "inference_lr_scale"):
+        need(getattr(v, key) >= 0, f"variational.{key}", "must be >= 0")
 
 
 def option_help(cls: type | None = None, prefix: str = "") -> list[tuple[str, str, str]]:

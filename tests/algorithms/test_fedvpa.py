@@ -271,5 +271,9 @@ def test_two_round_smoke_run_of_fedvpa_gp(world):
 def test_config_validation_names_the_variational_key():
     with pytest.raises(ConfigError, match="variational.conditioning"):
         load_config(None, ["variational.conditioning='multiplicative'"])
+    with pytest.raises(ConfigError, match="variational.assignment"):
+        load_config(None, ["variational.assignment='random'"])
+    with pytest.raises(ConfigError, match="variational.base_lr_scale"):
+        load_config(None, ["variational.base_lr_scale=-1"])
     with pytest.raises(ConfigError, match="model.head"):
         load_config(None, ["algorithm.methods=['FedVPL']", "model.head='selector'"])

@@ -182,3 +182,14 @@ def _after_sample(model: VariationalSelector, enc: EncodedPairs, index: torch.Te
     mu, logvar = model.context(*model.pair_posteriors(enc, index))
     torch.randn(mu.shape, generator=generator)
     return generator
+
+
+def test_client_context_is_the_mean_posterior_of_the_pairs_outside_the_batch(base, enc):
+    model = VariationalSelector(base, dataclasses.replace(SPEC, latent_context="client"))
+    index = torch.tensor([0, 2])
+    with torch.no_grad():
+        ctx_mu, ctx_logvar = model.client_context(enc, index)
+        mu, logvar = model.pair_posteriors(enc, torch.tensor([i for i in range(len(enc)) if i not in (0, 2)]))
+    assert ctx_mu.shape == (2, 8)
+    torch.testing.assert_close(ctx_mu[1], mu.mean(0))
+    torch.testing.assert_close(ctx_logvar[0].exp(), logvar.exp().mean(0))

@@ -17,7 +17,7 @@ from fedpref.models.selector_reward import SelectorRewardModel
 from fedpref.models.variational_math import cap_logvar, init_prototypes, reparameterize
 
 CONDITIONINGS = ("projected", "additive")
-CONTEXTS = ("other_half", "pair")
+CONTEXTS = ("other_half", "pair", "client")
 LATENT_SOURCES = ("inferred", "oracle", "oracle_shared")
 SELECTOR_READS = ("sample", "mean")
 BASE_PREFIX = "base."  # trainable-state keys of the wrapped reward model (LoRA, and the scalar head if any)
@@ -185,6 +185,17 @@ class VariationalSelector(nn.Module):
         ctx_var = torch.cat([first[1].expand(half, -1), second[1].expand(n - half, -1)])
         return ctx_mu, ctx_var.log()
 
+    def client_context(self, enc: EncodedPairs, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """('client') The mean posterior of every training pair of the client outside this batch, for each pair
+        of the batch: the test-time latent (all the client's pairs) without the batch's own labels."""
+        rest = torch.ones(len(enc), dtype=torch.bool)
+        rest[index] = False
+        if not rest.any():
+            rest[:] = True
+        mu, logvar = self.pair_posteriors(enc, torch.nonzero(rest).squeeze(-1))
+        ctx_mu, ctx_var = mu.mean(0), logvar.exp().mean(0)
+        return ctx_mu.expand(len(index), -1), ctx_var.log().expand(len(index), -1)
+
     # ------------------------------------------------------------ selector (Sec. 4.4)
 
     def base_logits(self, enc: EncodedPairs, index: torch.Tensor, chosen_is_a: torch.Tensor) -> torch.Tensor:
@@ -239,7 +250,10 @@ class VariationalSelector(nn.Module):
         so the inference network trains as usual.
         """
         mu, logvar = self.pair_posteriors(enc, index)
-        ctx_mu, ctx_logvar = self.context(mu, logvar)
+        if self.spec.latent_context == "client":
+            ctx_mu, ctx_logvar = self.client_context(enc, index)
+        else:
+            ctx_mu, ctx_logvar = self.context(mu, logvar)
         z = reparameterize(ctx_mu, ctx_logvar, generator)
         z_logits = z if self.spec.selector_reads == "sample" else ctx_mu
         if self.spec.detach_latent:
