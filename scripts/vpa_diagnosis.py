@@ -84,6 +84,15 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "client context, the selector reads it centred and scaled",
         ["variational.latent_context='client'", *STANDARDIZED],
     ),
+    "prototype_basis": ("f reads z's coordinates along the prototypes", ["variational.selector_basis='prototypes'"]),
+    "prototype_basis_true_labels": (
+        "prototype basis, true-type labels",
+        [TRUE_LABELS, "variational.selector_basis='prototypes'"],
+    ),
+    "prototype_basis_true_labels_fast": (
+        "prototype basis, true-type labels, inference network at 10x the lr (latents reach their prototypes early)",
+        [TRUE_LABELS, "variational.selector_basis='prototypes'", "variational.inference_lr_scale=10"],
+    ),
     "true_labels_detached": (
         "true-type labels, the selector's loss stops at z",
         [TRUE_LABELS, "variational.detach_latent=true"],

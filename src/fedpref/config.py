@@ -24,6 +24,7 @@ VARIATIONAL_CHOICES = {
     "sampling": ("uniform", "by_prototype", "by_true_type"),
     "latent_source": ("inferred", "oracle", "oracle_shared"),
     "selector_reads": ("sample", "mean"),
+    "selector_basis": ("latent", "prototypes"),
 }
 DATA_SOURCES = ("synthetic", "jsonl", "tldr", "hh", "pairwise_jsonl", "pairwise")
 HH_SCHEMES = ("by_subset", "iid", "dirichlet")  # fedpref.data.hh_partition.PARTITION_SCHEMES
@@ -297,6 +298,11 @@ class VariationalConfig:
         "What the selector reads in training: 'sample' (z ~ q, Eq. 17) or 'mean' (the context posterior's mean, "
         "no sampling noise; not in the paper). Evaluation always reads the client's mean latent.",
         "sample",
+    )
+    selector_basis: str = _help(
+        "What f reads: 'latent' (z itself) or 'prototypes' (z's coordinates along the M prototypes, in the first "
+        "M axes: one input per preference mode; not in the paper).",
+        "latent",
     )
     detach_latent: bool = _help(
         "Stop the selector's loss at z: the inference network learns from the KL and the prototype pull only "

@@ -20,6 +20,7 @@ from fedpref.models.variational_math import (
     mean_spread,
     orthogonal_loss,
     orthonormal_penalty,
+    prototype_coordinates,
     pull_loss,
     reparameterize,
 )
@@ -181,3 +182,10 @@ def test_latent_separation_and_spread():
     assert out["silhouette"] > 0.9 and out["probe_acc"] == 100.0
     assert latent_separation(means, ["a"] * 6) == {"silhouette": None, "probe_acc": None}
     assert mean_spread(np.zeros((4, 2))) == 0.0 and mean_spread(means) > 3.0
+
+
+def test_prototype_coordinates_put_each_mode_on_its_own_axis():
+    prototypes = torch.tensor([[0.0, 3.0, 0.0], [4.0, 0.0, 0.0]])  # radius 3 and 4, orthogonal
+    z = torch.tensor([[1.0, 2.0, 5.0], [4.0, 0.0, 0.0]])
+    # (z . p_m / |p_m|) for m = 0, 1, then zero padding to d = 3; the third axis of z is dropped
+    torch.testing.assert_close(prototype_coordinates(z, prototypes), torch.tensor([[2.0, 1.0, 0.0], [0.0, 4.0, 0.0]]))

@@ -292,6 +292,7 @@ def spec_from_config(cfg: ExperimentConfig) -> VariationalSpec:
         latent_context=v.latent_context,
         latent_source=v.latent_source,
         selector_reads=v.selector_reads,
+        selector_basis=v.selector_basis,
         detach_latent=v.detach_latent,
         seed=cfg.seed,
     )

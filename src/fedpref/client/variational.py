@@ -21,7 +21,6 @@ from fedpref.models.variational import (
     VariationalSpec,
     oracle_latent,
     position_flags,
-    read_latent,
     variational_model,
 )
 from fedpref.models.variational_math import (
@@ -248,7 +247,7 @@ def evaluate_client(
     client's true-type latent instead of z. The reported latent mean is z itself."""
     z, kl = client_latent(model, client.train, chunk)
     z_read = oracle_latent(client.group, model.spec).to(z.device) if model.spec.latent_source != "inferred" else z
-    z_read = read_latent(z_read, center, scale)
+    z_read = model.selector_input(z_read, center, scale)
     result = selector_accuracy(model, client.test, z_read, chunk)
     return {**result, "group": client.group, "kl_standard": kl, "latent_mean": z.cpu().tolist()}
 

@@ -14,12 +14,13 @@ from fedpref.models.adapters import State, trainable_state
 from fedpref.models.encoded import EncodedPairs
 from fedpref.models.scalar_reward import ScalarRewardModel
 from fedpref.models.selector_reward import SelectorRewardModel
-from fedpref.models.variational_math import cap_logvar, init_prototypes, reparameterize
+from fedpref.models.variational_math import cap_logvar, init_prototypes, prototype_coordinates, reparameterize
 
 CONDITIONINGS = ("projected", "additive")
 CONTEXTS = ("other_half", "pair", "client")
 LATENT_SOURCES = ("inferred", "oracle", "oracle_shared")
 SELECTOR_READS = ("sample", "mean")
+SELECTOR_BASES = ("latent", "prototypes")
 BASE_PREFIX = "base."  # trainable-state keys of the wrapped reward model (LoRA, and the scalar head if any)
 
 
@@ -35,6 +36,7 @@ class VariationalSpec:
     true type as a one-hot at the prototype radius (`oracle_latent`), to test the z path apart from inference.
     selector_reads: in training the selector reads the sampled z ('sample', Eq. 17) or its context posterior's
     mean ('mean', no sampling noise); detach_latent: the selector's loss does not reach the inference network.
+    selector_basis: 'latent' (f reads z) or 'prototypes' (f reads z's coordinates along the prototypes).
     """
 
     latent_dim: int = 32
@@ -47,6 +49,7 @@ class VariationalSpec:
     latent_context: str = "other_half"
     latent_source: str = "inferred"
     selector_reads: str = "sample"
+    selector_basis: str = "latent"
     detach_latent: bool = False
     seed: int = 0
 
@@ -185,6 +188,11 @@ class VariationalSelector(nn.Module):
         ctx_var = torch.cat([first[1].expand(half, -1), second[1].expand(n - half, -1)])
         return ctx_mu, ctx_var.log()
 
+    def selector_input(self, z: torch.Tensor, center: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
+        """What f reads of z: centred and scaled (`read_latent`), then in the prototype basis if so configured."""
+        z = read_latent(z, center, scale)
+        return prototype_coordinates(z, self.prototypes) if self.spec.selector_basis == "prototypes" else z
+
     def client_context(self, enc: EncodedPairs, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """('client') The mean posterior of every training pair of the client outside this batch, for each pair
         of the batch: the test-time latent (all the client's pairs) without the batch's own labels."""
@@ -260,7 +268,7 @@ class VariationalSelector(nn.Module):
             z_logits = z_logits.detach()
         if oracle_z is not None:
             z_logits = oracle_z.to(z.device).expand_as(z)
-        z_logits = read_latent(z_logits, center, scale)
+        z_logits = self.selector_input(z_logits, center, scale)
         keep = (torch.rand(len(index), generator=generator) >= self.spec.p_logit).float()
         logits = self.logits(enc, index, z_logits, keep)
         target = (~position_flags(enc)[index]).long().to(logits.device)
@@ -297,6 +305,8 @@ def check_spec(spec: VariationalSpec) -> None:
         raise ConfigError(f"variational.conditioning must be one of {', '.join(CONDITIONINGS)}")
     if spec.latent_context not in CONTEXTS:
         raise ConfigError(f"variational.latent_context must be one of {', '.join(CONTEXTS)}")
+    if spec.selector_basis not in SELECTOR_BASES:
+        raise ConfigError(f"variational.selector_basis must be one of {', '.join(SELECTOR_BASES)}")
     if spec.selector_reads not in SELECTOR_READS:
         raise ConfigError(f"variational.selector_reads must be one of {', '.join(SELECTOR_READS)}")
     if spec.latent_source not in LATENT_SOURCES:

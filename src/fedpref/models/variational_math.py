@@ -108,6 +108,17 @@ def orthonormal_penalty(prototypes: torch.Tensor, scale: float) -> torch.Tensor:
     return ((unit @ unit.T - eye) ** 2).sum()
 
 
+def prototype_coordinates(z: torch.Tensor, prototypes: torch.Tensor) -> torch.Tensor:
+    """z's coordinates along the M prototypes, (z . p_m) / |p_m|, in the first M of d axes (the rest 0).
+
+    A latent at its prototype p_m reads as |p_m| e_m: one axis per preference mode, so the selector's
+    first layer gives each mode weights of its own. The prototypes enter as constants (no gradient).
+    """
+    unit = prototypes.detach() / prototypes.detach().norm(dim=-1, keepdim=True)  # (M, d)
+    coords = z @ unit.T  # (..., M)
+    return torch.nn.functional.pad(coords, (0, z.shape[-1] - coords.shape[-1]))
+
+
 def pull_loss(z: torch.Tensor, prototype: torch.Tensor) -> torch.Tensor:
     """||z - p_y||_2^2 per row (Eq. 28)."""
     return ((z - prototype) ** 2).sum(-1)

@@ -19,7 +19,7 @@ from fedpref.engines.loop import ask_selector, run_rounds
 from fedpref.experiments.runner import inprocess_federation
 from fedpref.experiments.setup import build_setup
 from fedpref.models.adapters import load_trainable_state
-from fedpref.models.variational import read_latent, variational_model
+from fedpref.models.variational import variational_model
 from fedpref.stage2.config import Stage2Config
 from fedpref.stage2.dpo import DPOSettings, train_dpo
 from fedpref.stage2.evaluate import win_rates
@@ -91,7 +91,8 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
     latents = {}
     for group in TYPES:
         means = [r["latent_mean"] for r in evaluation["per_client"].values() if r["group"] == group]
-        latents[group] = read_latent(torch.tensor(means).mean(0), center, scale)  # z as the selector reads it
+        with torch.no_grad():  # z as the selector reads it (centred, scaled, in its basis)
+            latents[group] = selector.selector_input(torch.tensor(means).mean(0), center, scale)
     return selector, latents, evaluation
 
 
