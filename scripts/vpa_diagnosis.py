@@ -25,6 +25,11 @@ ONLY_FEDVPA = 'algorithm.methods=["FedVPA-GP"]'
 ORACLE_Z = "variational.latent_source='oracle'"
 TRUE_LABELS = "variational.assignment='oracle'"
 CENTRE = "variational.center_latents=true"
+WARMUP = [
+    "variational.latent_warmup_rounds=5",
+    "variational.inference_lr_scale=10",
+    "variational.selector_basis='prototypes'",
+]
 STANDARDIZED = [CENTRE, "variational.scale_latents=true", "variational.selector_reads='mean'"]
 # name -> (what it tests, overrides); every run is FedVPA-GP on the two-type task at the shipped schedule.
 VARIANTS: dict[str, tuple[str, list[str]]] = {
@@ -93,6 +98,15 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "prototype basis, true-type labels, inference network at 10x the lr (latents reach their prototypes early)",
         [TRUE_LABELS, "variational.selector_basis='prototypes'", "variational.inference_lr_scale=10"],
     ),
+    "oracle_z_from_10": (
+        "oracle z withheld (z = 0) for the first 10 rounds: does an early monolithic phase lock the selector in?",
+        [ORACLE_Z, "variational.oracle_from_round=10"],
+    ),
+    "warmup_true_labels": (
+        "5 warm-up rounds of the inference network alone (10x lr), prototype basis, true-type labels",
+        [TRUE_LABELS, *WARMUP],
+    ),
+    "warmup": ("5 warm-up rounds of the inference network alone (10x lr), prototype basis", WARMUP),
     "true_labels_detached": (
         "true-type labels, the selector's loss stops at z",
         [TRUE_LABELS, "variational.detach_latent=true"],

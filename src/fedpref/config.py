@@ -294,6 +294,16 @@ class VariationalConfig:
         "their mean (with center_latents: a standardized z whatever the latents' current scale; not in the paper).",
         False,
     )
+    latent_warmup_rounds: int = _help(
+        "The first rounds train only the inference network and prototypes (base reward model and z path stay as "
+        "initialized), so that the selector starts learning from latents that already separate (not in the paper).",
+        0,
+    )
+    oracle_from_round: int = _help(
+        "With latent_source 'oracle': the rounds before this one train with z = 0 (no type information), as "
+        "inferred latents that have not separated yet (a diagnostic).",
+        0,
+    )
     selector_reads: str = _help(
         "What the selector reads in training: 'sample' (z ~ q, Eq. 17) or 'mean' (the context posterior's mean, "
         "no sampling noise; not in the paper). Evaluation always reads the client's mean latent.",
@@ -647,7 +657,7 @@ def _validate_variational(c: ExperimentConfig, need) -> None:
     )
     for key, choices in VARIATIONAL_CHOICES.items():
         need(getattr(v, key) in choices, f"variational.{key}", f"must be one of {', '.join(choices)}")
-    for key in ("latent_lr_scale", "base_lr_scale", "inference_lr_scale"):
+    for key in ("latent_lr_scale", "base_lr_scale", "inference_lr_scale", "latent_warmup_rounds", "oracle_from_round"):
         need(getattr(v, key) >= 0, f"variational.{key}", "must be >= 0")
 
 

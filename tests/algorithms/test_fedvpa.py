@@ -244,6 +244,20 @@ def test_a_part_at_lr_scale_zero_stays_as_received(world):
     out = handle_task(task, client, trainer, torch.Generator().manual_seed(0))
     changed = {k.split(".")[0] for k, v in out.state.items() if not torch.equal(v, algo.global_state[k])}
     assert changed == {"base", "latent", "projection"}  # the inference network and prototypes stay
+    payload["loss"] = {**payload["loss"], "inference_lr_scale": 1.0}
+    task = Task(client.client_id, TRAIN_VARIATIONAL, [algo.global_state], 2, None, {**payload, "latent_warmup": True})
+    out = handle_task(task, client, trainer, torch.Generator().manual_seed(0))
+    changed = {k.split(".")[0] for k, v in out.state.items() if not torch.equal(v, algo.global_state[k])}
+    assert changed == {"features", "posterior", "prototypes"}  # warm-up: the inference network alone
+
+
+def test_warmup_rounds_are_flagged_to_the_clients_and_recorded():
+    algo = server(latent_warmup_rounds=2)
+    for r in range(3):
+        tasks = algo.next_tasks(r)
+        assert all(bool(t.payload.get("latent_warmup")) == (r < 2) for t in tasks)
+        algo.receive(r, [reply(t, means(1)) for t in tasks])
+    assert [h.get("latent_warmup", False) for h in algo.history] == [True, True, False]
 
 
 def test_two_round_smoke_run_of_fedvpa_gp(world):

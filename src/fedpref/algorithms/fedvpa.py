@@ -39,7 +39,15 @@ VARIANTS: dict[str, tuple[str, bool]] = {
 }
 
 
-SERVER_ONLY = ("prior", "assignment", "sampling", "center_latents", "scale_latents")  # Settings the clients never need
+SERVER_ONLY = (
+    "prior",
+    "assignment",
+    "sampling",
+    "oracle_from_round",
+    "latent_warmup_rounds",
+    "center_latents",
+    "scale_latents",
+)  # Settings the clients never need
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +66,8 @@ class Settings:
     inference_lr_scale: float = 1.0
     assignment: str = "participants"
     sampling: str = "uniform"
+    oracle_from_round: int = 0
+    latent_warmup_rounds: int = 0
     center_latents: bool = False
     scale_latents: bool = False
 
@@ -147,8 +157,20 @@ class FedVPA(Algorithm):
         )
         if self.settings.orthogonal:
             self.history[-1]["prototype_index"] = protos
+        blind = round_idx < self.settings.oracle_from_round  # diagnostic: the oracle z is withheld (zeros)
+        warmup = round_idx < self.settings.latent_warmup_rounds  # only the inference network trains
+        flags = {**({"oracle_blind": True} if blind else {}), **({"latent_warmup": True} if warmup else {})}
+        if warmup:
+            self.history[-1]["latent_warmup"] = True
         return [
-            Task(c, TRAIN_VARIATIONAL, [self.global_state], self.local_steps, None, self.payload(prior, protos[c]))
+            Task(
+                c,
+                TRAIN_VARIATIONAL,
+                [self.global_state],
+                self.local_steps,
+                None,
+                {**self.payload(prior, protos[c]), **flags},
+            )
             for c in sampled
         ]
 
@@ -315,6 +337,8 @@ def build_fedvpa(name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init
         v.inference_lr_scale,
         v.assignment,
         v.sampling,
+        v.oracle_from_round,
+        v.latent_warmup_rounds,
         v.center_latents,
         v.scale_latents,
     )

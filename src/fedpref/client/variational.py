@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import statistics
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class LossSettings:
     latent_lr_scale: float = 1.0  # lr of the variational modules (inference net, f, W, prototypes) / training lr
     base_lr_scale: float = 1.0  # lr of the wrapped reward model (LoRA, scalar head) / training lr; 0 freezes it
     inference_lr_scale: float = 1.0  # lr of the inference network and prototypes / the z path's lr; 0 freezes them
+    z_path_lr_scale: float = 1.0  # set to 0 in latent warm-up rounds only (f and W stay as received)
 
 
 @dataclass
@@ -132,7 +134,7 @@ def make_optimizer(
     parts = split_parameters(model)
     scales = {
         "base": settings.base_lr_scale,
-        "z_path": settings.latent_lr_scale,
+        "z_path": settings.latent_lr_scale * settings.z_path_lr_scale,
         "inference": settings.latent_lr_scale * settings.inference_lr_scale,
     }
     groups = [{"params": parts[k], "lr": optim.lr * scale} for k, scale in scales.items() if scale > 0]
@@ -170,8 +172,12 @@ def train_variational(task: Task, client, trainer: LocalTrainer, generator: torc
     load_trainable_state(model, task.models[0])
     seed_global_rng(generator)
     pi = gumbel_logits(client.memory, prior.ids, device) if prior else None
+    if payload.get("latent_warmup"):  # latent_warmup_rounds: base and z path stay as received
+        settings = dataclasses.replace(settings, base_lr_scale=0.0, latent_lr_scale=1.0, z_path_lr_scale=0.0)
     optimizer = make_optimizer(model, trainer.optim, settings, [pi] if pi is not None else [])
     oracle_z = oracle_latent(client.group, model.spec) if model.spec.latent_source != "inferred" else None
+    if oracle_z is not None and payload.get("oracle_blind"):
+        oracle_z = torch.zeros_like(oracle_z)  # oracle_from_round: no type information yet
     center, scale = latent_center(payload, device)
     stream = BatchStream(len(client.train), trainer.optim.batch_size, generator)
     terms, mus, zs = [], [], []
