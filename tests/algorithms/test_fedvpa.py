@@ -20,7 +20,7 @@ from fedpref.engines.loop import run_rounds
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
-from fedpref.models.variational import VariationalSpec
+from fedpref.models.variational import VariationalSpec, variational_model
 from fedpref.models.variational_math import init_prototypes
 from fedpref.protocol import EVALUATE_SELECTOR, TRAIN_VARIATIONAL, ClientInfo, Reply, Task
 
@@ -258,6 +258,31 @@ def test_warmup_rounds_are_flagged_to_the_clients_and_recorded():
         assert all(bool(t.payload.get("latent_warmup")) == (r < 2) for t in tasks)
         algo.receive(r, [reply(t, means(1)) for t in tasks])
     assert [h.get("latent_warmup", False) for h in algo.history] == [True, True, False]
+
+
+def test_every_local_step_reads_z_with_the_servers_centre_and_scale(world, monkeypatch):
+    # A loop variable once shadowed the scale after the first step (z read as z / 5 from step 2 on).
+    cfg, model, clients, infos, trainer = world
+    algo = method_spec("FedVPA-GP").build(cfg, infos, trainable_state(model), model)
+    client = clients[infos[0].client_id]
+    selector = variational_model(model, algo.spec)
+    seen, original = [], selector.training_outputs
+
+    def recording(enc, index, generator, oracle_z=None, center=None, scale=1.0):
+        seen.append((None if center is None else center.tolist(), scale))
+        return original(enc, index, generator, oracle_z, center, scale)
+
+    monkeypatch.setattr(selector, "training_outputs", recording)
+    for payload_extra, expected in (({}, (None, 1.0)), ({"center": [0.5] * 8, "scale": 2.0}, ([0.5] * 8, 2.0))):
+        seen.clear()
+        payload = {**algo.payload(None, 0), **payload_extra}
+        handle_task(
+            Task(client.client_id, TRAIN_VARIATIONAL, [algo.global_state], 3, None, payload),
+            client,
+            trainer,
+            torch.Generator().manual_seed(0),
+        )
+        assert seen == [expected] * 3
 
 
 def test_two_round_smoke_run_of_fedvpa_gp(world):

@@ -186,8 +186,8 @@ def train_variational(task: Task, client, trainer: LocalTrainer, generator: torc
         with trainer.autocast():
             out = model.training_outputs(client.train, stream.next(), generator, oracle_z, center, scale)
         log_w = gumbel_softmax_log_weights(pi, settings.tau, generator) if pi is not None else None
-        scale = model.spec.prototype_scale
-        parts = local_loss(out, settings, model.prototypes, scale, payload.get("prototype"), prior, log_w)
+        radius = model.spec.prototype_scale
+        parts = local_loss(out, settings, model.prototypes, radius, payload.get("prototype"), prior, log_w)
         optimizer.zero_grad(set_to_none=True)
         parts["loss"].backward()
         optimizer.step()

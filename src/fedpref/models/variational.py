@@ -279,7 +279,7 @@ def read_latent(z: torch.Tensor, center: torch.Tensor | None, scale: float) -> t
     """What the selector reads of a latent z: (z - center) / scale (identity without centre and at scale 1)."""
     if center is not None:
         z = z - center.to(z.device)
-    return z / scale
+    return z if scale == 1.0 else z / scale  # the same tensor at scale 1: a copy can change the matmul's rounding
 
 
 def oracle_latent(group: str | None, spec: VariationalSpec) -> torch.Tensor:
