@@ -62,6 +62,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         [TRUE_LABELS, *STANDARDIZED],
     ),
     "standardized": ("the selector reads the centred, scaled posterior mean", STANDARDIZED),
+    "standardized_all_clients": (
+        "k-means over every client's latest mean, the selector reads the centred, scaled posterior mean",
+        ["variational.assignment='all_clients'", *STANDARDIZED],
+    ),
     "standardized_sampled": (
         "the selector reads the centred, scaled sampled z",
         [CENTRE, "variational.scale_latents=true"],
@@ -175,7 +179,8 @@ def variant_row(name: str, folder: Path) -> str | None:
         cells.append(
             " / ".join(f"{statistics.fmean(p[i] for p in profiles):.2f}" for i in range(3)) if profiles else "-"
         )
-    return f"| {name} | {VARIANTS.get(name, ('?',))[0]} | {len(per_seed)} | " + " | ".join(cells) + " |"
+    seeds = ", ".join(str(json.loads(path.read_text())["seed"]) for path in results)
+    return f"| {name} | {VARIANTS.get(name, ('?',))[0]} | {seeds} | " + " | ".join(cells) + " |"
 
 
 def table(out: Path) -> None:

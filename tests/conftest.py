@@ -44,6 +44,7 @@ STAGE2_TINY = [
     "stage1.val_pairs=1",
     "stage1.test_pairs=2",
     "generation.max_new_tokens=16",
+    "dpo.lr=1e-3",  # the shipped config's lr before it became 1e-4: keeps the pinned tiny-run numbers
     "dpo.steps=3",
     "dpo.prompts_per_step=4",
     "feddpo.rounds=3",
