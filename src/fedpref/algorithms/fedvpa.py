@@ -15,7 +15,7 @@ from fedpref.algorithms.aggregation import copy_state, uniform_average
 from fedpref.algorithms.base import Algorithm
 from fedpref.algorithms.registry import MethodSpec
 from fedpref.algorithms.sampling import group_debiased_sample, uniform_sample
-from fedpref.config import ExperimentConfig
+from fedpref.config import VARIATIONAL_CHOICES, ExperimentConfig
 from fedpref.models.adapters import State
 from fedpref.models.variational import BASE_PREFIX, VariationalSpec, variational_model
 from fedpref.models.variational_math import balanced_kmeans, match_clusters
@@ -24,12 +24,6 @@ from fedpref.protocol import EVALUATE_SELECTOR, TRAIN_VARIATIONAL, ClientInfo, R
 log = logging.getLogger(__name__)
 
 PRIORS = ("standard", "mixture")
-# Which client means the server's balanced k-means sees (Sec. 4.2): the last round's participants, the latest
-# mean of every client heard so far, or (a diagnostic) the true types instead of k-means.
-ASSIGNMENTS = ("participants", "all_clients", "oracle")
-# Who trains each round: uniformly (Algorithm 1 line 3), or group-debiased over the prototype labels (or, a
-# diagnostic, the true types), so that every round hears each preference type equally.
-SAMPLINGS = ("uniform", "by_prototype", "by_true_type")
 # method name -> (prior, orthogonal loss); FedVPL is the paper's naive federated VPL (App. C.4).
 VARIANTS: dict[str, tuple[str, bool]] = {
     "FedVPL": ("standard", False),
@@ -128,10 +122,10 @@ class FedVPA(Algorithm):
         super().__init__(clients, init_state, num_rounds)
         if settings.prior not in PRIORS:
             raise ValueError(f"prior must be one of {', '.join(PRIORS)}, got {settings.prior!r}")
-        if settings.assignment not in ASSIGNMENTS:
-            raise ValueError(f"assignment must be one of {', '.join(ASSIGNMENTS)}, got {settings.assignment!r}")
-        if settings.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}, got {settings.sampling!r}")
+        for key in ("assignment", "sampling"):  # labels for k-means (Sec. 4.2) and who trains each round
+            if getattr(settings, key) not in VARIATIONAL_CHOICES[key]:
+                allowed = ", ".join(VARIATIONAL_CHOICES[key])
+                raise ValueError(f"{key} must be one of {allowed}, got {getattr(settings, key)!r}")
         self.name, self.spec, self.settings = name, spec, settings
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps, self.seed = clients_per_round, local_steps, seed

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedpref.config import CONDITIONINGS, LATENT_CONTEXTS, VARIATIONAL_CHOICES
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.encoded import EncodedPairs
@@ -16,11 +17,6 @@ from fedpref.models.scalar_reward import ScalarRewardModel
 from fedpref.models.selector_reward import SelectorRewardModel
 from fedpref.models.variational_math import cap_logvar, init_prototypes, prototype_coordinates, reparameterize
 
-CONDITIONINGS = ("projected", "additive")
-CONTEXTS = ("other_half", "pair", "client")
-LATENT_SOURCES = ("inferred", "oracle", "oracle_shared")
-SELECTOR_READS = ("sample", "mean")
-SELECTOR_BASES = ("latent", "prototypes")
 BASE_PREFIX = "base."  # trainable-state keys of the wrapped reward model (LoRA, and the scalar head if any)
 
 
@@ -279,7 +275,7 @@ def read_latent(z: torch.Tensor, center: torch.Tensor | None, scale: float) -> t
     """What the selector reads of a latent z: (z - center) / scale (identity without centre and at scale 1)."""
     if center is not None:
         z = z - center.to(z.device)
-    return z if scale == 1.0 else z / scale  # the same tensor at scale 1: a copy can change the matmul's rounding
+    return z / scale
 
 
 def oracle_latent(group: str | None, spec: VariationalSpec) -> torch.Tensor:
@@ -301,16 +297,10 @@ def oracle_latent(group: str | None, spec: VariationalSpec) -> torch.Tensor:
 
 
 def check_spec(spec: VariationalSpec) -> None:
-    if spec.conditioning not in CONDITIONINGS:
-        raise ConfigError(f"variational.conditioning must be one of {', '.join(CONDITIONINGS)}")
-    if spec.latent_context not in CONTEXTS:
-        raise ConfigError(f"variational.latent_context must be one of {', '.join(CONTEXTS)}")
-    if spec.selector_basis not in SELECTOR_BASES:
-        raise ConfigError(f"variational.selector_basis must be one of {', '.join(SELECTOR_BASES)}")
-    if spec.selector_reads not in SELECTOR_READS:
-        raise ConfigError(f"variational.selector_reads must be one of {', '.join(SELECTOR_READS)}")
-    if spec.latent_source not in LATENT_SOURCES:
-        raise ConfigError(f"variational.latent_source must be one of {', '.join(LATENT_SOURCES)}")
+    choices = {"conditioning": CONDITIONINGS, "latent_context": LATENT_CONTEXTS, **VARIATIONAL_CHOICES}
+    for key, allowed in choices.items():
+        if hasattr(spec, key) and getattr(spec, key) not in allowed:
+            raise ConfigError(f"variational.{key} must be one of {', '.join(allowed)}")
     if not 1 <= spec.num_prototypes <= spec.latent_dim:
         raise ConfigError("variational.num_prototypes must be between 1 and variational.latent_dim")
 
