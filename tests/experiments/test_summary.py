@@ -197,3 +197,30 @@ def test_a_fedgd_run_records_its_partition_ari(tmp_path, capsys):
     capsys.readouterr()
     assert main(["summarize", str(out)]) == 0
     assert f"| FedGD |  | 1 | {result['partition_ari']:.3f} | – | – |" in capsys.readouterr().out
+
+
+def write_selector_run(folder, seed: int, g1_acc: float) -> None:
+    """A FedVPA-GP run: its selector's per-client accuracies, and FL's acc^0 on the same clients."""
+    folder.mkdir(parents=True)
+    config = f'name = "vx"\nseed = {seed}\n\n[data]\nsource = "synthetic"\ngroup_sizes = [1, 1]\nunseen_clients = 0\n'
+    (folder / "config.toml").write_text(config)
+    per_client = {"c000": {"group": "G1", "acc": g1_acc}, "c001": {"group": "G2", "acc": 100.0}}
+    selector = {"seen": {"acc_mean": (g1_acc + 100) / 2, "by_group": {}, "per_client": per_client}}
+    fl = {"personalization": curves({"c000": [0, 0], "c001": [100, 100]})}
+    results = {
+        "seed": seed,
+        "methods": {"FL": fl, "FedVPA-GP": {"selector": selector, "personalization": fl["personalization"]}},
+        "timing": {"wall_s": 1.0},
+    }
+    (folder / "results.json").write_text(json.dumps(results))
+
+
+def test_summarize_per_type_interval_over_clients(tmp_path, capsys):
+    write_selector_run(tmp_path / "s0", 0, 90.0)
+    write_selector_run(tmp_path / "s1", 1, 80.0)
+    assert main(["summarize", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "95% t-interval over the clients" in printed
+    # G1 over the two (seed, client) units 90, 80: mean 85, std 7.071, half-width 12.7062 * 7.071 / sqrt(2) = 63.53
+    assert "| FedVPA-GP | 85.00 [21.47, 148.53] (2) | 100.00 [100.00, 100.00] (2) |" in printed
+    assert "| FL | 0.00 [0.00, 0.00] (2) | 100.00 [100.00, 100.00] (2) |" in printed

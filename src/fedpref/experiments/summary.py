@@ -270,7 +270,13 @@ def group_markdown(group: Group, pair: tuple[str, str] | None) -> tuple[list[str
         rows += ari
     if pair:
         rows += pair_markdown(group, pair, lines)
-    lines += ["", *group_lines(group), *selector_lines(group)]
+    lines += [
+        "",
+        *group_lines(group),
+        *selector_lines(group),
+        *client_interval_lines(group),
+        *client_interval_lines(group, "unseen"),
+    ]
     return lines, rows
 
 
@@ -357,6 +363,44 @@ def selector_lines(group: Group) -> list[str]:
         cells += [mean_std([s.get("separation", {}).get(k) for s in seen]) for k in ("silhouette", "probe_acc")]
         cells += [mean_std([s.get("collapse", {}).get(k) for s in seen]) for k in ("kl_standard_mean", "mean_spread")]
         cells.append(mean_std([s["unseen"]["acc_mean"] for s in runs if "unseen" in s]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def client_accuracies(result: dict, group_of: dict[str, tuple[str, str]], kind: str) -> dict[str, tuple[str, float]]:
+    """client -> (true group, accuracy) of one method on the `kind` ('seen' or 'unseen') clients: the selector's
+    with z, or a monolithic baseline's acc^0."""
+    if result.get("selector"):
+        per_client = result["selector"].get(kind, {}).get("per_client", {})
+        return {c: (v["group"], v["acc"]) for c, v in per_client.items()}
+    curves = result["personalization"]["per_client"]
+    return {c: (group_of[c][0], curves[c][0]) for c in curves if group_of.get(c, ("", ""))[1] == kind}
+
+
+def client_interval_lines(group: Group, kind: str = "seen") -> list[str]:
+    """Per method and true type: the mean accuracy over every (seed, client) of that type and its 95% t-interval
+    over those clients (the selector with z; the baselines' acc^0)."""
+    by_method: dict[str, dict[str, list[float]]] = {}
+    for run in group.runs:
+        group_of = client_groups(run.results, run.config)
+        if not group_of:
+            return []
+        for name, r in run.results["methods"].items():
+            for g, acc in client_accuracies(r, group_of, kind).values():
+                by_method.setdefault(name, {}).setdefault(g, []).append(acc)
+    types = sorted({g for accs in by_method.values() for g in accs})
+    if not types:
+        return []
+    header = ["method", *(f"{g} acc [95% CI over clients] (n)" for g in types)]
+    lines = ["", f"Per type, {kind} clients of every seed (95% t-interval over the clients):", ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, accs in by_method.items():
+        cells = [name]
+        for g in types:
+            est = estimate(accs[g]) if accs.get(g) else None
+            ci = est.interval if est else None
+            cell = "–" if est is None else f"{est.mean:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+            cells.append(cell if est is None else f"{cell} ({est.n})")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
