@@ -1,6 +1,7 @@
 """Controlled experiments on why federated FedVPA-GP ignores z (docs/fedvpa.md, "Diagnosis").
 
-Each variant is `configs/vpa_synthetic.toml` (FedVPA-GP only) with a few `--set` overrides, run over seeds with
+Each variant is `configs/vpa_synthetic.toml` (FedVPA-GP only) at the settings before the fix (`BEFORE_FIX`) with a
+few `--set` overrides, run over seeds with
 `fedpref sweep` into OUT/<variant>/; `table` reads the finished runs and prints, per variant, the selector's
 test accuracy per type with z and from its base logits alone (mean over seeds, 95% t-interval over seeds), and
 the mean gradient norm reaching the z path (f and W) and the base reward model in early, middle and late rounds.
@@ -31,9 +32,30 @@ WARMUP = [
     "variational.selector_basis='prototypes'",
 ]
 STANDARDIZED = [CENTRE, "variational.scale_latents=true", "variational.selector_reads='mean'"]
+SLOW_BASE = "variational.base_lr_scale=0.1"
+# Every variant starts from the settings before the fix (the paper's literal steps, one lr for base and z path),
+# so that each row changes only what it names; "shipped" sets the fix, which is now the default.
+BEFORE_FIX = [
+    "variational.base_lr_scale=1.0",
+    "variational.center_latents=false",
+    "variational.scale_latents=false",
+    "variational.selector_reads='sample'",
+]
 # name -> (what it tests, overrides); every run is FedVPA-GP on the two-type task at the shipped schedule.
 VARIANTS: dict[str, tuple[str, list[str]]] = {
-    "shipped": ("the shipped config (z inferred, k-means over the last round's participants)", []),
+    "before_fix": ("the config before the fix (z inferred, k-means over the last round's participants)", []),
+    "shipped": (
+        "the shipped fix: the selector reads the centred, scaled posterior mean, the base reward model at 0.1x the lr",
+        [*STANDARDIZED, SLOW_BASE],
+    ),
+    "shipped_sampled": (
+        "the shipped fix, but the selector reads the sampled z (Eq. 17)",
+        [CENTRE, "variational.scale_latents=true", SLOW_BASE],
+    ),
+    "shipped_unscaled": (
+        "the shipped fix without scale_latents",
+        [CENTRE, "variational.selector_reads='mean'", SLOW_BASE],
+    ),
     "oracle_z": ("z = the true type's one-hot at radius s: is training the z path at fault?", [ORACLE_Z]),
     "oracle_z_shared": (
         "oracle z plus a component shared by both types (2s on one axis)",
@@ -41,8 +63,8 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     ),
     "oracle_z_1": ("oracle z, 1 client a round", [ORACLE_Z, "federation.clients_per_round=1"]),
     "oracle_z_2": ("oracle z, 2 clients a round", [ORACLE_Z, "federation.clients_per_round=2"]),
-    "shipped_1": ("shipped, 1 client a round", ["federation.clients_per_round=1"]),
-    "shipped_2": ("shipped, 2 clients a round", ["federation.clients_per_round=2"]),
+    "shipped_1": ("before the fix, 1 client a round", ["federation.clients_per_round=1"]),
+    "shipped_2": ("before the fix, 2 clients a round", ["federation.clients_per_round=2"]),
     "base_frozen": (
         "base reward model frozen (lr scale 0): does the base crowd z out?",
         ["variational.base_lr_scale=0"],
@@ -66,12 +88,25 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "k-means over every client's latest mean, the selector reads the centred, scaled posterior mean",
         ["variational.assignment='all_clients'", *STANDARDIZED],
     ),
+    "standardized_all_clients_slow_base": (
+        "as standardized_all_clients, the base reward model at 0.1x the lr (the paper's 1e-4; the z path keeps 1e-3)",
+        ["variational.assignment='all_clients'", *STANDARDIZED, SLOW_BASE],
+    ),
+    "standardized_all_clients_balanced": (
+        "as standardized_all_clients, each round 2 clients of each prototype label",
+        ["variational.assignment='all_clients'", *STANDARDIZED, "variational.sampling='by_prototype'"],
+    ),
+    "slow_base": ("before the fix, the base reward model at 0.1x the lr", [SLOW_BASE]),
+    "oracle_z_slow_base": (
+        "oracle z, the base reward model at 0.1x the lr",
+        [ORACLE_Z, SLOW_BASE],
+    ),
     "standardized_sampled": (
         "the selector reads the centred, scaled sampled z",
         [CENTRE, "variational.scale_latents=true"],
     ),
     "oracle_z_lr3e-4": ("oracle z, local lr 3e-4 (less drift per round)", [ORACLE_Z, "train.lr=3e-4"]),
-    "shipped_lr3e-4": ("shipped, local lr 3e-4", ["train.lr=3e-4"]),
+    "shipped_lr3e-4": ("before the fix, local lr 3e-4", ["train.lr=3e-4"]),
     "frozen_inference_standardized": (
         "inference network frozen at its init (static latents), the selector reads them centred and scaled",
         ["variational.inference_lr_scale=0", *STANDARDIZED],
@@ -130,7 +165,7 @@ def run(out: Path, seeds: str, only: list[str]) -> None:
             "--out",
             str(out / name),
         ]
-        for item in [ONLY_FEDVPA, *overrides]:
+        for item in [ONLY_FEDVPA, *BEFORE_FIX, *overrides]:
             cmd += ["--set", item]
         print("$", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
@@ -164,7 +199,7 @@ def variant_row(name: str, folder: Path) -> str | None:
         return None
     per_seed = []
     for path in results:
-        method = next(iter(json.loads(path.read_text())["methods"].values()))
+        method = json.loads(path.read_text())["methods"]["FedVPA-GP"]
         by_group = method["selector"]["seen"]["by_group"]
         grads = {k: gradient_profile(path.parent / "rounds.jsonl", k) for k in ("grad_latent_path", "grad_base")}
         per_seed.append((by_group, grads))

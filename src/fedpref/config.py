@@ -270,8 +270,9 @@ class VariationalConfig:
     )
     base_lr_scale: float = _help(
         "Learning rate of the wrapped reward model (LoRA, scalar head) as a multiple of train.lr; 0 keeps it as "
-        "initialized (not given in the paper).",
-        1.0,
+        "initialized. Not given in the paper; 0.1 (with train.lr 1e-3: the base at 1e-4, the top of the paper's "
+        "Table 4 range, the new z path at 1e-3) is what made federated training use z (docs/fedvpa.md, Diagnosis).",
+        0.1,
     )
     inference_lr_scale: float = _help(
         "Learning rate of the inference network (feature extractor, posterior head) and the prototypes as a "
@@ -286,13 +287,15 @@ class VariationalConfig:
     )
     center_latents: bool = _help(
         "The selector reads z minus the mean of every client's latest uploaded latent mean (the server sends it "
-        "with each task); the KL and the prototype pull see z itself (not in the paper).",
-        False,
+        "with each task); the KL and the prototype pull see z itself (not in the paper; part of the shipped fix, "
+        "docs/fedvpa.md, Diagnosis).",
+        True,
     )
     scale_latents: bool = _help(
         "The selector reads z divided by the per-axis root mean square of the clients' latest latent means around "
-        "their mean (with center_latents: a standardized z whatever the latents' current scale; not in the paper).",
-        False,
+        "their mean (with center_latents: a standardized z whatever the latents' current scale; not in the paper; "
+        "part of the shipped fix).",
+        True,
     )
     latent_warmup_rounds: int = _help(
         "The first rounds train only the inference network and prototypes (base reward model and z path stay as "
@@ -306,8 +309,9 @@ class VariationalConfig:
     )
     selector_reads: str = _help(
         "What the selector reads in training: 'sample' (z ~ q, Eq. 17) or 'mean' (the context posterior's mean, "
-        "no sampling noise; not in the paper). Evaluation always reads the client's mean latent.",
-        "sample",
+        "no sampling noise; not in the paper; part of the shipped fix). Evaluation always reads the client's mean "
+        "latent; the KL and the prototype pull always see the sample.",
+        "mean",
     )
     selector_basis: str = _help(
         "What f reads: 'latent' (z itself) or 'prototypes' (z's coordinates along the M prototypes, in the first "

@@ -46,7 +46,11 @@ SERVER_ONLY = (
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Variant and loss weights (Eq. 10-11) the server sends to every client (`Task.payload["loss"]`)."""
+    """Variant and loss weights (Eq. 10-11) the server sends to every client (`Task.payload["loss"]`).
+
+    These defaults are the paper's literal steps; runs take every value from `VariationalConfig`, whose defaults
+    ship the fix of docs/fedvpa.md (base_lr_scale 0.1, centred and scaled latents).
+    """
 
     prior: str = "mixture"
     orthogonal: bool = True

@@ -33,6 +33,8 @@ class VariationalSpec:
     selector_reads: in training the selector reads the sampled z ('sample', Eq. 17) or its context posterior's
     mean ('mean', no sampling noise); detach_latent: the selector's loss does not reach the inference network.
     selector_basis: 'latent' (f reads z) or 'prototypes' (f reads z's coordinates along the prototypes).
+    These defaults are the paper's literal steps; runs build the spec from `VariationalConfig` (which reads the
+    posterior mean by default, docs/choices.md).
     """
 
     latent_dim: int = 32
