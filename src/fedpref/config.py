@@ -292,9 +292,9 @@ class VariationalConfig:
         True,
     )
     scale_latents: bool = _help(
-        "The selector reads z divided by the per-axis root mean square of the clients' latest latent means around "
-        "their mean (with center_latents: a standardized z whatever the latents' current scale; not in the paper; "
-        "part of the shipped fix).",
+        "The selector reads z divided by the clients' spread per axis: one number, the root mean square of every "
+        "coordinate of the clients' latest latent means around their mean (with center_latents: a standardized z "
+        "whatever the latents' current scale; not in the paper; part of the shipped fix).",
         True,
     )
     latent_warmup_rounds: int = _help(

@@ -192,7 +192,8 @@ class FedVPA(Algorithm):
 
     def center_payload(self) -> dict:
         """{"center": the mean c of every client's latest latent mean m_i} with `center_latents`, and {"scale": the
-        per-axis root mean square of m_i - c} with `scale_latents`, once some client has been heard."""
+        root mean square of every coordinate of m_i - c, one number} with `scale_latents`, once some client has been
+        heard."""
         if not (self.settings.center_latents or self.settings.scale_latents) or not self.last_mean:
             return {}
         means = np.array(list(self.last_mean.values()))

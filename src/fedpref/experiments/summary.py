@@ -395,14 +395,18 @@ def client_interval_lines(group: Group, kind: str = "seen") -> list[str]:
     lines = ["", f"Per type, {kind} clients of every seed (95% t-interval over the clients):", ""]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, accs in by_method.items():
-        cells = [name]
-        for g in types:
-            est = estimate(accs[g]) if accs.get(g) else None
-            ci = est.interval if est else None
-            cell = "–" if est is None else f"{est.mean:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-            cells.append(cell if est is None else f"{cell} ({est.n})")
+        cells = [name, *(interval_cell(accs.get(g, [])) for g in types)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
+
+
+def interval_cell(values: list[float]) -> str:
+    """'mean [lo, hi] (n)'; one value: 'mean (1)'; none: '–'."""
+    if not values:
+        return "–"
+    est = estimate(values)
+    ci = f" [{est.interval[0]:.2f}, {est.interval[1]:.2f}]" if est.interval else ""
+    return f"{est.mean:.2f}{ci} ({est.n})"
 
 
 CSV_COLUMNS = ["group", "kind", "method", "step", "unit", "n", "mean", "std", "ci_low", "ci_high", "seeds", "values"]
