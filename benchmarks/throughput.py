@@ -5,7 +5,11 @@ a PEFT model, create a fresh optimizer, pad every batch to the fixed maximum len
 backbone (for the selector: logits over all positions and the whole vocabulary), evaluate without
 `inference_mode`. Both sides compute the same function; the script checks that their margins agree.
 
-    .venv/bin/python benchmarks/throughput.py [--clients 5] [--steps 8] [--repeats 3] [--out FILE.json]
+    .venv/bin/python benchmarks/throughput.py [--models minilm,stories,qwen2-0.5b] [--repeats 3] [--out FILE.json]
+
+The paper-size rows (`qwen2-0.5b`, `qwen2-0.5b-tldr`, `gemma-2b`) build the published architecture with
+random weights (benchmarks/paper_models.py) and tokenize with the stories260K tokenizer; they train fewer
+clients, steps and pairs (--paper-*) so that a repeat takes minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -31,8 +36,13 @@ from fedpref.models.adapters import trainable_state
 from fedpref.models.encoded import pad
 from fedpref.models.factory import build_reward_model
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paper_models import build_paper_selector  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 STORIES = (ROOT / ".." / "shared" / "models" / "stories260K" / "hf").resolve()
+TLDR = (ROOT / "configs" / "tldr_local.toml").resolve()
+Build = Callable[[object], torch.nn.Module]  # config -> reward model
 
 
 def gemm_rate(dtype: torch.dtype, n: int = 1024, repeats: int = 30) -> float:
@@ -48,8 +58,9 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def clients_for(cfg, count: int):
-    return split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)[:count]
+def clients_for(cfg, count: int, test_pairs: int | None = None):
+    splits = split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)[:count]
+    return [replace(s, test=s.test[:test_pairs]) for s in splits] if test_pairs else splits
 
 
 @dataclass
@@ -62,10 +73,11 @@ class Side:
     info: dict
 
 
-def bench_fedpref(cfg, clients, steps: int) -> Side:
+def bench_fedpref(cfg, clients, steps: int, build: Build = build_reward_model) -> Side:
     """fedpref: one reused model, the client's adapter swapped in, packed tokens, cached frozen prefix."""
-    model = build_reward_model(cfg)
-    trainer = LocalTrainer(model, OptimConfig(cfg.train.lr, cfg.train.batch_size, precision=cfg.train.precision))
+    model = build(cfg)
+    optim = OptimConfig(cfg.train.lr, cfg.train.batch_size, precision=cfg.train.precision)
+    trainer = LocalTrainer(model, replace(optim, eval_chunk=cfg.train.eval_batch_size))
     init = trainable_state(model)
     setup_s = time.perf_counter()
     encoded = [(model.encode(s.train), model.encode(s.test)) for s in clients]
@@ -156,9 +168,9 @@ class ReferenceSelector(torch.nn.Module):
         return torch.where(torch.tensor(flips), diff, -diff)
 
 
-def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None) -> Side:
+def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None, build: Build) -> Side:
     """Per client: load the global LoRA weights into the PEFT model, a fresh optimizer, fixed padding."""
-    ours = build_reward_model(cfg)
+    ours = build(cfg)
     ref = wrapper(ours)
     peft_model = ours.encoder if hasattr(ours, "encoder") else ours.lm
     global_lora = {k: v.clone() for k, v in get_peft_model_state_dict(peft_model).items()}
@@ -187,8 +199,9 @@ def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None)
     def evaluate(split) -> None:
         peft_model.eval()
         with torch.no_grad():
-            for start in range(0, len(split.test), 64):
-                ref.margins(split.test[start : start + 64])
+            chunk = cfg.train.eval_batch_size
+            for start in range(0, len(split.test), chunk):
+                ref.margins(split.test[start : start + chunk])
 
     def train_all() -> None:
         for s in clients:
@@ -202,14 +215,29 @@ def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None)
     load_global()
     peft_model.eval()
     with torch.no_grad():
-        margins = ref.margins(clients[0].test, flips) if flips else ref.margins(clients[0].test)
+        test, chunk = clients[0].test, cfg.train.eval_batch_size
+        chunks = [test[i : i + chunk] for i in range(0, len(test), chunk)]
+        parts, done = [], 0
+        for part in chunks:
+            parts.append(ref.margins(part, flips[done : done + len(part)]) if flips else ref.margins(part))
+            done += len(part)
+        margins = torch.cat(parts)
     return Side(train_all, eval_all, margins, {})
 
 
-def compare(name: str, cfg, clients_count: int, steps: int, wrapper, repeats: int) -> dict:
-    clients = clients_for(cfg, clients_count)
-    ours = bench_fedpref(cfg, clients, steps)
-    ref = bench_reference(cfg, clients, steps, wrapper, ours.info.pop("flips"))
+def compare(
+    name: str,
+    cfg,
+    clients_count: int,
+    steps: int,
+    wrapper,
+    repeats: int,
+    build: Build = build_reward_model,
+    test_pairs: int | None = None,
+) -> dict:
+    clients = clients_for(cfg, clients_count, test_pairs)
+    ours = bench_fedpref(cfg, clients, steps, build)
+    ref = bench_reference(cfg, clients, steps, wrapper, ours.info.pop("flips"), build)
     dtype = torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32
     times, gemm = {"fedpref": ([], []), "reference": ([], [])}, []
     for _ in range(repeats):  # alternate, so a drift in the machine's speed hits both sides alike
@@ -262,20 +290,69 @@ def _print(name: str, row: dict) -> None:
     )
 
 
+PAPER_ROWS = {  # row -> (architecture, data config): the quick config's synthetic pairs, or TL;DR's long posts
+    "qwen2-0.5b": ("qwen2-0.5b", None),
+    "qwen2-0.5b-tldr": ("qwen2-0.5b", TLDR),
+    "gemma-2b": ("gemma-2b", None),
+}
+
+
+def paper_row(row: str, args) -> dict:
+    """A paper-size causal A/B selector, LoRA on every layer as in the papers (r 8, alpha 16, dropout 0.05)."""
+    arch, data_config = PAPER_ROWS[row]
+    overrides = [
+        "model.head='selector'",
+        "lora.top_layers=0",
+        "lora.dropout=0.05",
+        f"data.max_length={args.paper_length}",
+        f"train.batch_size={args.paper_batch}",
+        f"train.eval_batch_size={args.paper_batch}",
+        "train.lr=1e-5",
+    ]
+    cfg = load_config(data_config or args.config, overrides)
+
+    def build(c):
+        return build_paper_selector(arch, STORIES, c.lora, c.data.max_length, c.seed)
+
+    name = f"{arch} A/B selector, random weights ({'TL;DR' if data_config else 'synthetic'} pairs)"
+    return compare(
+        name, cfg, args.paper_clients, args.paper_steps, ReferenceSelector, args.repeats, build, args.paper_eval_pairs
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"))
+    parser.add_argument(
+        "--models",
+        default="minilm,stories,qwen2-0.5b,qwen2-0.5b-tldr",
+        help=f"rows to run, comma-separated: minilm, stories, {', '.join(PAPER_ROWS)}",
+    )
     parser.add_argument("--clients", type=int, default=5, help="clients trained per setting (one round)")
     parser.add_argument("--steps", type=int, default=8, help="local steps per client")
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds per side, alternating; medians reported")
+    parser.add_argument("--paper-clients", type=int, default=1, help="clients of a paper-size row")
+    parser.add_argument("--paper-steps", type=int, default=2, help="local steps per client of a paper-size row")
+    parser.add_argument("--paper-batch", type=int, default=2, help="batch of a paper-size row (papers: 16)")
+    parser.add_argument("--paper-length", type=int, default=512, help="max tokens of a paper-size row (papers: 1024)")
+    parser.add_argument("--paper-eval-pairs", type=int, default=8, help="test pairs per client of a paper-size row")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "throughput.json")
     args = parser.parse_args()
+    rows = args.models.split(",")
+    unknown = sorted(set(rows) - {"minilm", "stories", *PAPER_ROWS})
+    if unknown:
+        parser.error(f"unknown --models {', '.join(unknown)}")
     results = {"threads": torch.get_num_threads()}
     cfg = load_config(args.config)
-    results["minilm_scalar"] = compare(
-        "MiniLM scalar reward (quick config)", cfg, args.clients, args.steps, ReferenceScalar, args.repeats
-    )
-    if STORIES.is_dir():
+    if "minilm" in rows:
+        results["minilm_scalar"] = compare(
+            "MiniLM scalar reward (quick config)", cfg, args.clients, args.steps, ReferenceScalar, args.repeats
+        )
+    causal = [r for r in rows if r != "minilm"]
+    if causal and not STORIES.is_dir():
+        print(f"\n(skipping the causal rows {', '.join(causal)}: their tokenizer {STORIES} is not there)")
+        causal = []
+    if "stories" in causal:
         sel = load_config(
             args.config,
             [f"model.backbone='{STORIES}'", "model.head='selector'", "lora.top_layers=0", "data.max_length=256"],
@@ -283,8 +360,8 @@ def main() -> None:
         results["stories_selector"] = compare(
             "stories260K A/B selector", sel, args.clients, args.steps, ReferenceSelector, args.repeats
         )
-    else:
-        print(f"\n(skipping the causal selector: {STORIES} not found)")
+    for row in (r for r in causal if r in PAPER_ROWS):
+        results[row] = paper_row(row, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(f"\nwrote {args.out}")

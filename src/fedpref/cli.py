@@ -124,12 +124,28 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("file", type=Path, help="a pooled JSON-lines file (optionally .gz) with a user column")
     split.add_argument("--out", type=Path, required=True, help="folder for <user>.jsonl files")
     split.add_argument("--user-key", default="user_id", help="the user column (as data.pairwise.user_key)")
+    _add_estimate_parser(sub)
     _add_stage2_parser(sub)
     _add_sweep_parser(sub)
     _add_summarize_parser(sub)
     _add_export_parser(sub)
     _add_federation_parser(sub)
     return parser
+
+
+def _add_estimate_parser(sub) -> None:
+    """`fedpref estimate CONFIG`: the predicted wall time of `fedpref run CONFIG`, before starting it."""
+    est = sub.add_parser(
+        "estimate",
+        help="predict how long `fedpref run CONFIG` takes on this machine, before starting it",
+        description="Prepare the run's data and model (timed), dry-run every method's rounds with stand-in "
+        "replies to count each client task's steps and evaluated pairs, time the first task of each kind "
+        "for real (a few steps), and print the predicted wall time per method and in total (in-process engine).",
+    )
+    est.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
+    est.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    est.add_argument("--probe-steps", type=int, default=4, help="real local steps timed per kind of task (default 4)")
+    est.add_argument("--out", type=Path, default=None, help="also write the estimate as JSON")
 
 
 def _add_federation_parser(sub) -> None:
@@ -374,6 +390,25 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
         plot_seed_curves(rows, args.plot, args.figure_format)
 
 
+def cmd_estimate(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.algorithms.registry import check_methods
+    from fedpref.config import load_config
+    from fedpref.experiments.estimate import estimate_json, estimate_run, estimate_tables
+    from fedpref.models.factory import check_model_config
+
+    cfg = load_config(args.config, args.overrides)
+    check_methods(cfg, str(args.config))
+    check_model_config(cfg)
+    if args.probe_steps < 1:
+        raise FedprefError("--probe-steps must be at least 1")
+    estimate = estimate_run(cfg, lambda line: console.print(line, highlight=False), args.probe_steps)
+    for table in estimate_tables(estimate):
+        console.print(table)
+    if args.out:
+        args.out.write_text(json.dumps(estimate_json(estimate), indent=2), encoding="utf-8")
+        console.print(f"wrote {args.out}")
+
+
 def cmd_run(args: argparse.Namespace, console: Console) -> None:
     from fedpref.algorithms.registry import check_methods
     from fedpref.config import load_config
@@ -401,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {
             "run": cmd_run,
+            "estimate": cmd_estimate,
             "sweep": cmd_sweep,
             "summarize": cmd_summarize,
             "data": cmd_data,

@@ -32,7 +32,7 @@ HEADS = ("scalar", "selector")
 DTYPES = ("fp32", "bf16", "fp16")
 PHASE2_STARTS = ("fresh", "continue")
 FEDGD_PARTITIONS = ("discovered", "true")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "bf16")
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
 LOG_BACKENDS = ("tensorboard", "wandb", "csv")  # fedpref.experiments.tracking
 
@@ -182,7 +182,16 @@ class TrainConfig:
     beta2: float = _help("AdamW beta2.", 0.95)
     weight_decay: float = _help("AdamW weight decay.", 0.0)
     eval_batch_size: int = _help("Pairs per evaluation chunk.", 64)
-    precision: str = _help("'fp32', or 'bf16' autocast for training and evaluation (faster on CPUs with bf16).", "fp32")
+    precision: str = _help(
+        "'auto' (bf16 autocast on a CUDA GPU, fp32 elsewhere), 'fp32', or 'bf16' autocast for training and "
+        "evaluation; weights and AdamW stay as loaded (see docs/speed.md for when bf16 is faster on a CPU).",
+        "auto",
+    )
+    gradient_checkpointing: bool = _help(
+        "Causal LMs: recompute each decoder layer's activations in the backward pass instead of keeping them "
+        "(less memory for long sequences or big batches, one more forward pass of time).",
+        False,
+    )
 
 
 @dataclass
@@ -374,7 +383,7 @@ class LoggingConfig:
 class ExperimentConfig:
     name: str = _help("Experiment name (used for the default output folder).", "experiment")
     seed: int = _help("Seed for data, sampling, initialization and batches.", 0)
-    device: str = _help("Torch device: 'cpu', 'cuda', 'cuda:1', ...", "cpu")
+    device: str = _help("Torch device: 'cpu', 'cuda', 'cuda:1', 'mps', or 'auto' (a GPU where there is one).", "cpu")
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)

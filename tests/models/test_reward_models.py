@@ -156,3 +156,43 @@ def test_bf16_evaluation_is_close_to_fp32(minilm_top2):
         scale = float(minilm_top2.rewards(enc.seqs).abs().max())
     assert torch.allclose(bf16.margins, fp32.margins, atol=0.02 * scale), (bf16.margins - fp32.margins, scale)
     assert not torch.equal(bf16.margins, fp32.margins)  # the autocast really ran
+
+
+def test_gradient_checkpointing_recomputes_layers_with_the_same_gradients(stories_path):
+    grads, calls = [], []
+    for checkpointing in (False, True):
+        cfg = config()
+        cfg.model.backbone, cfg.model.head = str(stories_path), "selector"
+        cfg.train.gradient_checkpointing = checkpointing
+        model = build_reward_model(cfg)
+        layer = model.lm.get_base_model().model.layers[0]
+        count = []  # the layer's own hooks stay outside its checkpoint, its attention's run again
+        layer.self_attn.register_forward_hook(lambda *_, count=count: count.append(1))
+        model.train()
+        margins = model.margins(model.encode(PAIRS), torch.arange(4))
+        margins.sum().backward()
+        model.eval()
+        calls.append(len(count))
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.requires_grad})
+        assert not layer.training  # eval mode again: evaluation never recomputes
+    assert calls == [1, 2]  # the checkpointed layer ran again in the backward pass
+    for name, grad in grads[0].items():
+        assert torch.allclose(grad, grads[1][name], atol=1e-6), name
+
+
+def test_gradient_checkpointing_on_an_encoder_is_a_config_error():
+    cfg = config()
+    cfg.train.gradient_checkpointing = True
+    with pytest.raises(ConfigError, match="needs a causal-LM backbone"):
+        build_reward_model(cfg)
+
+
+def test_auto_device_and_precision_mean_cpu_and_fp32_without_a_gpu(minilm_top2):
+    from fedpref.client.trainer import bf16_autocast
+    from fedpref.models.factory import resolve_device
+
+    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        assert resolve_device("auto") == "cpu"
+    assert resolve_device("cuda:1") == "cuda:1"
+    assert [bf16_autocast("auto", d) for d in ("cpu", "cuda", "mps")] == [False, True, False]
+    assert bf16_autocast("bf16", "cpu") and not bf16_autocast("fp32", "cuda")

@@ -24,7 +24,7 @@ class OptimConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     weight_decay: float = 0.0
-    precision: str = "fp32"  # or "bf16": autocast the forward (weights and optimizer stay fp32)
+    precision: str = "fp32"  # "bf16": autocast the forward (weights and optimizer as loaded); "auto": bf16 on CUDA
     eval_chunk: int = 64
 
 
@@ -42,6 +42,11 @@ def seed_global_rng(generator: torch.Generator) -> None:
     and not on whether the run was resumed from a checkpoint.
     """
     torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
+
+
+def bf16_autocast(precision: str, device_type: str) -> bool:
+    """train.precision 'bf16' always autocasts to bf16; 'auto' only on a CUDA GPU, where bf16 is the fast path."""
+    return precision == "bf16" or (precision == "auto" and device_type == "cuda")
 
 
 class BatchStream:
@@ -69,10 +74,10 @@ class LocalTrainer:
         self.params = [p for p in model.parameters() if p.requires_grad]
 
     def autocast(self):
-        if self.optim.precision != "bf16":
-            return contextlib.nullcontext()
         device = next(iter(self.params)).device.type
-        return torch.autocast(device_type=device, dtype=torch.bfloat16)
+        if bf16_autocast(self.optim.precision, device):
+            return torch.autocast(device_type=device, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def new_optimizer(self) -> torch.optim.Optimizer:
         o = self.optim

@@ -84,10 +84,17 @@ def lora_layer_index(name: str) -> int | None:
 
 
 def set_lora_training(module: nn.Module, mode: bool) -> None:
-    """Train mode for LoRA dropout only; the frozen base always runs as at inference."""
+    """Train mode for LoRA dropout only; the frozen base always runs as at inference.
+
+    A decoder layer with gradient checkpointing enabled (train.gradient_checkpointing) gets the mode too, not
+    its submodules: transformers recomputes a layer only in training mode, and the layer's own forward reads no
+    other use of the flag (its attention dropout is a submodule's, and stays off).
+    """
     for m in module.modules():
         m.training = False
     for name, m in module.named_modules():
         if name.split(".")[-1] == "lora_dropout" or ".lora_dropout." in name:
             m.train(mode)
+        elif getattr(m, "gradient_checkpointing", False) is True and hasattr(m, "_gradient_checkpointing_func"):
+            m.training = mode
     module.training = mode

@@ -56,5 +56,5 @@ class CausalScalarRewardModel(ScalarHeadRewardModel):
         ids, mask = pad(seqs, self.tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         decoder = self.lm.get_base_model().get_decoder()
-        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        hidden = decoder(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
         return hidden[torch.arange(len(mask), device=device), mask.sum(1) - 1]

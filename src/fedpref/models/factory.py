@@ -17,9 +17,19 @@ from fedpref.models.selector_reward import SelectorRewardModel
 from fedpref.models.token_cache import cache_root
 
 
+def resolve_device(device: str) -> str:
+    """`device`, with 'auto' made concrete: the first CUDA GPU, else Apple's MPS, else the CPU."""
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    return "mps" if torch.backends.mps.is_available() else "cpu"
+
+
 def check_device(device: str) -> None:
     """One ConfigError line for a device this machine cannot use, before any weight is loaded (torch would
     otherwise fail deep inside `.to()`, after the data and the backbone are loaded)."""
+    device = resolve_device(device)
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError):
@@ -55,6 +65,11 @@ def check_model_config(cfg: ExperimentConfig) -> None:
 
 def _check_head_fits(cfg: ExperimentConfig, causal: bool) -> None:
     # 'scalar' fits both kinds (mean-pooled encoder, last-token causal LM); the A/B selector needs an LM
+    if cfg.train.gradient_checkpointing and not causal:
+        raise ConfigError(
+            f"train.gradient_checkpointing needs a causal-LM backbone; {cfg.model.backbone} is an encoder, whose "
+            "adapted top layers keep few activations (lora.top_layers, lora.cache_frozen_prefix)"
+        )
     if cfg.model.head == "selector" and not causal:
         raise ConfigError(
             f"model.head = 'selector' does not fit {cfg.model.backbone} (an encoder); "
@@ -67,6 +82,9 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     check_model_config(cfg)
     backbone, tokenizer, causal = load_backbone(cfg.model.backbone, cfg.model.dtype)
     _check_head_fits(cfg, causal)  # a hub id is known only now
+    if cfg.train.gradient_checkpointing:
+        # non-reentrant: the frozen embeddings' output needs no grad; active only where set_lora_training allows
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     torch.manual_seed(cfg.seed)  # peft draws LoRA A from the global generator
     generator = torch.Generator().manual_seed(cfg.seed)
     cls = ScalarRewardModel
@@ -76,4 +94,4 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     if cls is ScalarRewardModel:
         cache["prefix_cache_mb"] = cfg.data.prefix_cache_mb
     model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, **cache)
-    return model.to(cfg.device)
+    return model.to(resolve_device(cfg.device))

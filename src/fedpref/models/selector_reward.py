@@ -107,7 +107,7 @@ class SelectorRewardModel(nn.Module):
         ids, mask = pad(seqs, self.tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         decoder = self.lm.get_base_model().get_decoder()
-        return decoder(input_ids=ids, attention_mask=mask).last_hidden_state, mask
+        return decoder(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state, mask
 
     def letter_logits(self, enc: EncodedPairs, index: torch.Tensor) -> torch.Tensor:
         """(B, 2) logits of the letters "A" and "B" at the last position: the selector's base logits (Sec. 4.4)."""

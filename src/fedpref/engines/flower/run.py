@@ -11,6 +11,7 @@ from fedpref.config import ExperimentConfig
 from fedpref.data.load import load_pairs
 from fedpref.data.splits import split_clients
 from fedpref.engines.flower.appconfig import DEFAULT_NODE_WAIT_S, DEFAULT_REPLY_TIMEOUT_S
+from fedpref.models.factory import resolve_device
 
 if TYPE_CHECKING:
     from fedpref.engines.flower.server_app import GridTransport
@@ -42,7 +43,7 @@ def num_clients(cfg: ExperimentConfig) -> int:
 
 
 def backend_config(cfg: ExperimentConfig, cpus_per_client: float) -> dict[str, Any]:
-    gpus = 1.0 if cfg.device.startswith("cuda") else 0.0
+    gpus = 1.0 if resolve_device(cfg.device).startswith("cuda") else 0.0
     return {
         "client_resources": {"num_cpus": cpus_per_client, "num_gpus": gpus},
         "init_args": {"logging_level": "ERROR"},

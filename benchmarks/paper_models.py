@@ -1,0 +1,49 @@
+"""Paper-size causal selectors (Qwen2-0.5B, Gemma-2B) with random weights, built from their published configs.
+
+No download: `model_configs/<name>.json` holds the published `config.json` values, `from_config` builds the
+architecture with seeded random weights. Speed does not depend on the weights' values; the token ids come
+from any local tokenizer whose ids fit the vocabulary (the stories260K tokenizer's 512 ids do).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from fedpref.config import LoraConfig
+from fedpref.models.selector_reward import SelectorRewardModel
+
+CONFIGS = Path(__file__).resolve().parent / "model_configs"
+PAPER_MODELS = sorted(p.stem for p in CONFIGS.glob("*.json"))
+
+
+def paper_config(name: str, attn: str = "sdpa"):
+    """The published architecture `name` (a file stem in model_configs/) as a transformers config."""
+    values = {k: v for k, v in json.loads((CONFIGS / f"{name}.json").read_text()).items() if not k.startswith("_")}
+    config = AutoConfig.for_model(values.pop("model_type"), **values)
+    config._attn_implementation = attn
+    return config
+
+
+def build_paper_selector(
+    name: str,
+    tokenizer_path: str | Path,
+    lora: LoraConfig,
+    max_length: int,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    attn: str = "sdpa",
+) -> SelectorRewardModel:
+    """fedpref's A/B selector on a randomly initialized `name` (frozen, eval mode), LoRA as `lora`."""
+    torch.manual_seed(seed)
+    backbone = AutoModelForCausalLM.from_config(paper_config(name, attn), dtype=dtype)
+    backbone.requires_grad_(False)
+    backbone.eval()
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
+    torch.manual_seed(seed)  # peft draws LoRA A from the global generator
+    return SelectorRewardModel(backbone, tokenizer, lora, max_length, torch.Generator().manual_seed(seed))

@@ -1,0 +1,297 @@
+"""`fedpref estimate`: a run's wall time, predicted from a dry run of its methods and a few timed real tasks.
+
+Each method's round loop runs against a transport that answers every task with a stand-in reply and records
+the task's work (local steps, pairs evaluated). The first task of each kind is also run for real on its
+client, a few steps only, and timed: that gives the kind's seconds per task, per step and per evaluated
+pair. The prediction is the sum over tasks of
+
+    seconds = per_task + per_step * steps + per_pair * pairs
+
+plus the measured set-up and the server's own work (the dry run's time outside the probes). Only counts
+come from the algorithms, so whatever they do (phases, warm-ups, reassignment checks, evaluation every
+few rounds) is counted as it will run.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import ChainMap, defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from fedpref.algorithms.centralized import Centralized
+from fedpref.algorithms.registry import build_algorithm
+from fedpref.client.worker import EncodedClient, Trainers, answer
+from fedpref.config import ExperimentConfig
+from fedpref.engines.loop import finish_method, run_rounds, task_keys
+from fedpref.experiments.runner import every_client, pooled_transport, trainers
+from fedpref.experiments.setup import Setup, build_setup
+from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, TRAIN, Reply, Task, TaskKey
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one task costs its client: `steps` local steps and `pairs` pair evaluations, of kind `kind`."""
+
+    kind: str
+    steps: int
+    pairs: int
+
+
+@dataclass
+class UnitCost:
+    """Seconds of one kind of task: fixed, per local step and per evaluated pair (timed on this machine)."""
+
+    per_task: float = 0.0
+    per_step: float = 0.0
+    per_pair: float = 0.0
+
+    def seconds(self, work: Work) -> float:
+        return self.per_task + self.per_step * work.steps + self.per_pair * work.pairs
+
+
+def predict_seconds(works: list[Work], costs: Mapping[str, UnitCost]) -> float:
+    """The time the clients spend on `works` (one after another, as in-process runs them)."""
+    return sum(costs[w.kind].seconds(w) for w in works)
+
+
+def work_kind(method: str, action: str) -> str:
+    """Plain training, evaluation and personalization cost the same in every method; a variational step or a
+    selector evaluation depends on the method's own model (FedVPL, FedVPA-GP and its ablations)."""
+    return action if action in (TRAIN, EVALUATE, PERSONALIZE) else f"{method}/{action}"
+
+
+def work_of(task: Task, key: TaskKey, client: EncodedClient) -> Work:
+    """The work `task` asks of `client`: its steps and the pairs it evaluates."""
+    if task.action == EVALUATE:
+        pairs = len(task.models) * len(client.val)
+    elif task.action == PERSONALIZE:
+        pairs = len(task.payload["checkpoints"]) * len(client.test)
+    elif task.action == EVALUATE_SELECTOR:
+        pairs = len(client.train) + len(client.test)  # z from the training pairs, accuracy on the test pairs
+    else:
+        pairs = 0
+    return Work(work_kind(key.method, task.action), task.steps, pairs)
+
+
+class Prober:
+    """Times the first task of each kind for real (a few steps), and answers every task with a stand-in."""
+
+    def __init__(self, trainers: Trainers, probe_steps: int = 4):
+        self.trainers, self.probe_steps = trainers, probe_steps
+        self.costs: dict[str, UnitCost] = {}
+        self.templates: dict[tuple, Reply] = {}  # a real reply per (kind, number of models), reused as stand-in
+        self.seconds = 0.0  # time spent probing (not part of the server's own work)
+
+    def reply(self, task: Task, key: TaskKey, client: EncodedClient, kind: str) -> Reply:
+        if kind not in self.costs:
+            start = time.perf_counter()
+            self.costs[kind] = self._probe(task, key, client)
+            self.seconds += time.perf_counter() - start
+        if task.action == PERSONALIZE:  # accuracies at each checkpoint; the probe ran other checkpoints
+            accuracies = [50.0] * len(task.payload["checkpoints"])
+            return Reply(client.client_id, len(client.train), metrics={"acc": accuracies}, tag=task.tag)
+        template_key = (kind, len(task.models))
+        if template_key not in self.templates:
+            start = time.perf_counter()
+            self.templates[template_key] = self._run(replace(task, steps=min(task.steps, 1)), key, client)[1]
+            self.seconds += time.perf_counter() - start
+        template = self.templates[template_key]
+        state = task.models[0] if template.state is not None else None  # a stand-in update changes nothing
+        return replace(template, client_id=client.client_id, num_examples=len(client.train), state=state, tag=task.tag)
+
+    def _run(self, task: Task, key: TaskKey, client: EncodedClient) -> tuple[float, Reply]:
+        start = time.perf_counter()
+        reply = answer(task, key, client, self.trainers)
+        return time.perf_counter() - start, reply
+
+    def _probe(self, task: Task, key: TaskKey, client: EncodedClient) -> UnitCost:
+        """Seconds per task, step and pair of `task`'s kind, from real runs of it (the first one warms up)."""
+        if task.action == PERSONALIZE:
+            k = self.probe_steps
+            self._run(_personalize(task, 1), key, client)  # warm-up
+            evaluate_only = self._run(_personalize(task, 0), key, client)[0]
+            with_steps = self._run(_personalize(task, k), key, client)[0]
+            return UnitCost(
+                per_step=max(with_steps - evaluate_only, 0.0) / k, per_pair=evaluate_only / len(client.test)
+            )
+        if task.steps == 0:  # evaluation
+            self._run(task, key, client)
+            seconds = statistics.median(self._run(task, key, client)[0] for _ in range(2))
+            pairs = work_of(task, key, client).pairs
+            return UnitCost(per_pair=seconds / pairs) if pairs else UnitCost(per_task=seconds)
+        k = max(min(task.steps, self.probe_steps) - 1, 1)
+        self._run(replace(task, steps=1), key, client)  # warm-up
+        one = self._run(replace(task, steps=1), key, client)[0]
+        more = self._run(replace(task, steps=1 + k), key, client)[0]
+        per_step = max(more - one, 0.0) / k
+        return UnitCost(per_task=max(one - per_step, 0.0), per_step=per_step)
+
+
+def _personalize(task: Task, steps: int) -> Task:
+    """`task` (a personalization) shortened to `steps` local steps and one test evaluation at the end."""
+    return replace(task, steps=steps, payload={"checkpoints": [steps]})
+
+
+class DryRunTransport:
+    """Answers every task with the prober's stand-in reply and records its work; no client trains."""
+
+    def __init__(self, clients: Mapping[str, EncodedClient], prober: Prober):
+        self.clients, self.prober = clients, prober
+        self.works: list[Work] = []
+        self.touched: set[str] = set()  # clients whose private memory a probe may have filled
+
+    def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
+        replies = []
+        for task, task_key in zip(tasks, task_keys(tasks, key)):
+            client = self.clients[task.client_id]
+            self.touched.add(task.client_id)
+            work = work_of(task, task_key, client)
+            self.works.append(work)
+            replies.append(self.prober.reply(task, task_key, client, work.kind))
+        return replies
+
+    def begin_method(self, method: str, next_round: int = 0, saved_memories: dict | None = None) -> None:
+        stored = getattr(self.clients, "memories", None)  # OnDemandClients keeps memories apart from encodings
+        for cid in self.touched:
+            memory = stored.get(cid) if stored is not None else getattr(self.clients[cid], "memory", None)
+            if memory:
+                memory.clear()
+
+    def memories(self) -> dict[str, dict]:
+        return {}
+
+
+@dataclass
+class MethodEstimate:
+    """One method's predicted seconds: its clients' global-phase work, personalization, the server's own work."""
+
+    name: str
+    global_s: float
+    personalization_s: float
+    server_s: float
+    works: list[Work] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        return self.global_s + self.personalization_s + self.server_s
+
+
+def dry_run(name: str, cfg: ExperimentConfig, setup: Setup, prober: Prober) -> tuple[list[Work], list[Work], float]:
+    """(global-phase works, personalization and selector works, server seconds) of method `name`."""
+    started, probing = time.perf_counter(), prober.seconds
+    infos = every_client(setup)
+    trained = [c for c in infos if c.client_id not in setup.unseen]
+    algorithm = build_algorithm(name, cfg, trained, setup.init_state, setup.model, list(setup.unseen))
+    clients: Mapping[str, EncodedClient] = setup.clients
+    if isinstance(algorithm, Centralized):  # the references train one pool of raw pairs per model
+        clients = ChainMap(dict(pooled_transport(algorithm, cfg, setup).clients), setup.clients)
+    transport = DryRunTransport(clients, prober)
+    transport.begin_method(name)
+    run_rounds(algorithm, transport, eval_every=cfg.federation.eval_every)
+    global_works = list(transport.works)
+    finish_method(algorithm, transport, infos, cfg.personalization.steps)
+    local_works = transport.works[len(global_works) :]
+    server_s = time.perf_counter() - started - (prober.seconds - probing)
+    return global_works, local_works, server_s
+
+
+@dataclass
+class Estimate:
+    setup_s: float
+    methods: list[MethodEstimate]
+    costs: dict[str, UnitCost]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_s(self) -> float:
+        return self.setup_s + sum(m.total_s for m in self.methods)
+
+
+def estimate_run(cfg: ExperimentConfig, progress: Progress | None = None, probe_steps: int = 4) -> Estimate:
+    """Build the run's set-up (timed), dry-run every method, and price each task by the probed unit costs."""
+    say = progress or (lambda _: None)
+    say("preparing data and model (timed: part of the run)")
+    started = time.perf_counter()
+    setup = build_setup(cfg)
+    setup_s = time.perf_counter() - started
+    prober = Prober(trainers(cfg, setup.model), probe_steps)
+    methods, notes = [], []
+    for name in cfg.algorithm.methods:
+        say(f"{name}: dry run (the first task of each kind runs {probe_steps} real steps)")
+        global_works, local_works, server_s = dry_run(name, cfg, setup, prober)
+        methods.append(
+            MethodEstimate(
+                name,
+                predict_seconds(global_works, prober.costs),
+                predict_seconds(local_works, prober.costs),
+                server_s,
+                global_works + local_works,
+            )
+        )
+    if cfg.diagnostics.enabled:
+        notes.append("diagnostics are enabled: their time (Gradient Quotient, Headroom) is not in the estimate")
+    return Estimate(setup_s, methods, prober.costs, notes)
+
+
+def work_summary(works: list[Work]) -> dict[str, tuple[int, int, int]]:
+    """(tasks, steps, pairs) by kind."""
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for w in works:
+        row = out[w.kind]
+        row[0], row[1], row[2] = row[0] + 1, row[1] + w.steps, row[2] + w.pairs
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def duration(seconds: float) -> str:
+    """'42 s', '12 min', '3.4 h' or '2.1 days'."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def estimate_tables(estimate: Estimate) -> list:
+    """Rich tables: the prediction per method (and in total), then the timed unit costs."""
+    from rich.table import Table
+
+    total = Table(title=f"predicted wall time: {duration(estimate.total_s)} ({estimate.total_s:.0f} s, in-process)")
+    for column in ("part", "global phase", "personalization", "server", "total", "client steps", "pairs evaluated"):
+        total.add_column(column, justify="left" if column == "part" else "right")
+    total.add_row("set-up (measured)", "", "", "", f"{estimate.setup_s:.1f} s", "", "")
+    for m in estimate.methods:
+        counts = work_summary(m.works).values()
+        steps, pairs = sum(c[1] for c in counts), sum(c[2] for c in counts)
+        seconds = (m.global_s, m.personalization_s, m.server_s, m.total_s)
+        total.add_row(m.name, *(f"{s:.1f} s" for s in seconds), str(steps), str(pairs))
+    units = Table(title="timed on this machine (seconds)", caption="; ".join(estimate.notes) or None)
+    for column in ("kind of task", "per task", "per step", "per pair"):
+        units.add_column(column, justify="left" if column == "kind of task" else "right")
+    for kind, c in estimate.costs.items():
+        units.add_row(kind, f"{c.per_task:.4f}", f"{c.per_step:.4f}", f"{c.per_pair:.5f}")
+    return [total, units]
+
+
+def estimate_json(estimate: Estimate) -> dict:
+    return {
+        "total_s": round(estimate.total_s, 1),
+        "setup_s": round(estimate.setup_s, 1),
+        "methods": {
+            m.name: {
+                "total_s": round(m.total_s, 1),
+                "global_s": round(m.global_s, 1),
+                "personalization_s": round(m.personalization_s, 1),
+                "server_s": round(m.server_s, 1),
+                "work": {k: dict(zip(("tasks", "steps", "pairs"), v)) for k, v in work_summary(m.works).items()},
+            }
+            for m in estimate.methods
+        },
+        "unit_costs": {k: vars(c) for k, c in estimate.costs.items()},
+        "notes": estimate.notes,
+    }

@@ -1,0 +1,50 @@
+"""`fedpref estimate`: the prediction formula by hand, and the dry run's work counts against the config."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedpref.cli import main
+from fedpref.config import load_config
+from fedpref.experiments.estimate import Prober, UnitCost, Work, dry_run, predict_seconds
+from fedpref.experiments.runner import trainers
+from fedpref.experiments.setup import build_setup
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_predicted_seconds_add_up_by_hand():
+    costs = {"train": UnitCost(per_task=0.5, per_step=0.1), "personalize": UnitCost(per_step=0.2, per_pair=0.01)}
+    works = [Work("train", 8, 0), Work("train", 8, 0), Work("personalize", 10, 3 * 40)]
+    # train: 2 x (0.5 + 8 x 0.1) = 2.6; personalize: 10 x 0.2 + 120 x 0.01 = 3.2
+    assert predict_seconds(works, costs) == pytest.approx(5.8)
+
+
+def test_dry_run_counts_fedavg_work_as_the_config_says():
+    cfg = load_config(ROOT / "configs" / "tiny.toml", ["federation.eval_every=1"])
+    setup = build_setup(cfg)
+    prober = Prober(trainers(cfg, setup.model), probe_steps=2)
+    global_works, local_works, server_s = dry_run("FL", cfg, setup, prober)
+    # each of 2 rounds: 3 clients train 2 local steps, then evaluate the new global model on their 4 val pairs
+    one_round = [Work("train", 2, 0)] * 3 + [Work("evaluate", 0, 4)] * 3
+    assert global_works == one_round * 2
+    # all 8 clients personalize for max(steps) = 2 steps, tested at 2 checkpoints on their 6 test pairs
+    assert local_works == [Work("personalize", 2, 2 * 6)] * 8
+    assert set(prober.costs) == {"train", "evaluate", "personalize"}
+    assert prober.costs["train"].per_step > 0 and prober.costs["evaluate"].per_pair > 0
+    assert server_s >= 0
+
+
+def test_estimate_command_writes_a_prediction_per_method(tmp_path, capsys):
+    out = tmp_path / "estimate.json"
+    tiny = str(ROOT / "configs" / "tiny.toml")
+    assert main(["estimate", tiny, "--set", "algorithm.methods=['Local','FL']", "--out", str(out)]) == 0
+    assert "predicted wall time" in capsys.readouterr().out
+    estimate = json.loads(out.read_text())
+    assert set(estimate["methods"]) == {"Local", "FL"}
+    fl = estimate["methods"]["FL"]
+    assert fl["work"]["train"] == {"tasks": 6, "steps": 12, "pairs": 0}
+    assert estimate["total_s"] == pytest.approx(
+        estimate["setup_s"] + sum(m["total_s"] for m in estimate["methods"].values()), abs=0.2
+    )
