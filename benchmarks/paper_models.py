@@ -1,8 +1,10 @@
 """Paper-size causal selectors (Qwen2-0.5B, Gemma-2B) with random weights, built from their published configs.
 
 No download: `model_configs/<name>.json` holds the published `config.json` values, `from_config` builds the
-architecture with seeded random weights. Speed does not depend on the weights' values; the token ids come
-from any local tokenizer whose ids fit the vocabulary (the stories260K tokenizer's 512 ids do).
+architecture with seeded random weights. Speed does not depend on the weights' values. The token ids come
+from the embedded MiniLM's WordPiece tokenizer (30,522 ids, all inside both vocabularies): its token counts
+for English text are close to those of the papers' BPE tokenizers, unlike a small-vocabulary tokenizer's
+(stories260K's 512 pieces make a prompt about 2.5 times longer).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from fedpref.config import LoraConfig
+from fedpref.models.backbone import resolve_backbone
 from fedpref.models.selector_reward import SelectorRewardModel
 
 CONFIGS = Path(__file__).resolve().parent / "model_configs"
@@ -30,7 +33,6 @@ def paper_config(name: str, attn: str = "sdpa"):
 
 def build_paper_selector(
     name: str,
-    tokenizer_path: str | Path,
     lora: LoraConfig,
     max_length: int,
     seed: int = 0,
@@ -42,7 +44,7 @@ def build_paper_selector(
     backbone = AutoModelForCausalLM.from_config(paper_config(name, attn), dtype=dtype)
     backbone.requires_grad_(False)
     backbone.eval()
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
     torch.manual_seed(seed)  # peft draws LoRA A from the global generator

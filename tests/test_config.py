@@ -119,3 +119,8 @@ def test_file_mistakes_are_still_blamed_on_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"exp\.toml: 'federation\.rounds'"):
         load_config(path, ["train.lr=1e-3"])
     assert load_config(None, ["algorithm.options.FedGD.anything=1"]).algorithm.options  # the method checks these
+
+
+def test_unseen_clients_with_multi_cl_is_a_config_error():
+    with pytest.raises(ConfigError, match="cannot go with Multi-CL"):
+        load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','Multi-CL']"])

@@ -144,7 +144,7 @@ def _add_estimate_parser(sub) -> None:
     )
     est.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
     est.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    est.add_argument("--probe-steps", type=int, default=4, help="real local steps timed per kind of task (default 4)")
+    est.add_argument("--probe-steps", type=int, default=8, help="most real local steps of a timed task (default 8)")
     est.add_argument("--out", type=Path, default=None, help="also write the estimate as JSON")
 
 

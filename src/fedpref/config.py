@@ -569,6 +569,12 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
         f"must be a non-empty list of distinct axes from {', '.join(SYNTHETIC_AXES)}",
     )
     need(c.data.unseen_clients >= 0, "data.unseen_clients", "must be >= 0")
+    need(
+        not (c.data.unseen_clients and "Multi-CL" in c.algorithm.methods),
+        "data.unseen_clients",
+        "cannot go with Multi-CL: it starts each client from its true group's pooled model, and an unseen "
+        "client's pairs were never pooled (drop Multi-CL from algorithm.methods, or set unseen_clients = 0)",
+    )
     need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")

@@ -48,3 +48,16 @@ def test_estimate_command_writes_a_prediction_per_method(tmp_path, capsys):
     assert estimate["total_s"] == pytest.approx(
         estimate["setup_s"] + sum(m["total_s"] for m in estimate["methods"].values()), abs=0.2
     )
+
+
+def test_every_method_dry_runs_on_stand_in_replies():
+    """The stand-ins satisfy every algorithm: phases, reassignments, latent priors and selectors all run."""
+    from fedpref.algorithms.registry import names
+
+    cfg = load_config(ROOT / "configs" / "tiny.toml", ["data.unseen_clients=2", "algorithm.methods=['FL']"])
+    setup = build_setup(cfg)
+    prober = Prober(trainers(cfg, setup.model), probe_steps=1)
+    for name in (n for n in names() if n != "Multi-CL"):  # Multi-CL cannot start unseen clients
+        global_works, local_works, _ = dry_run(name, cfg, setup, prober)
+        assert len(local_works) >= len(setup.splits), name  # every client personalizes (and more for selectors)
+        assert all(w.kind in prober.costs for w in global_works + local_works), name

@@ -87,4 +87,5 @@ def concat(parts: list[EncodedPairs]) -> EncodedPairs:
         seqs=[s for p in parts for s in p.seqs],
         num_pairs=sum(len(p) for p in parts),
         chosen_is_a=None if flags[0] is None else torch.cat(flags),
+        tokens=None if parts[0].tokens is None else [t for p in parts for t in p.tokens],
     )

@@ -78,27 +78,34 @@ def work_of(task: Task, key: TaskKey, client: EncodedClient) -> Work:
 
 
 class Prober:
-    """Times the first task of each kind for real (a few steps), and answers every task with a stand-in."""
+    """Times real tasks of each kind on their clients, and answers every task with a stand-in reply.
 
-    def __init__(self, trainers: Trainers, probe_steps: int = 4):
-        self.trainers, self.probe_steps = trainers, probe_steps
+    A training kind (its tasks have local steps) runs its first `probe_tasks` + 1 tasks for real, each shortened
+    to at most `probe_steps` steps; the first warms up, the others give the seconds per step (a task's fixed
+    cost spread over its steps, as in the run). Evaluation and personalization are timed on their first task.
+    """
+
+    def __init__(self, trainers: Trainers, probe_steps: int = 8, probe_tasks: int = 3):
+        self.trainers, self.probe_steps, self.probe_tasks = trainers, probe_steps, probe_tasks
         self.costs: dict[str, UnitCost] = {}
+        self.samples: dict[str, list[tuple[float, int]]] = defaultdict(list)  # (seconds, steps) of real tasks
         self.templates: dict[tuple, Reply] = {}  # a real reply per (kind, number of models), reused as stand-in
-        self.seconds = 0.0  # time spent probing (not part of the server's own work)
+        self.seconds = 0.0  # time spent in real tasks (not part of the server's own work)
 
     def reply(self, task: Task, key: TaskKey, client: EncodedClient, kind: str) -> Reply:
-        if kind not in self.costs:
-            start = time.perf_counter()
-            self.costs[kind] = self._probe(task, key, client)
-            self.seconds += time.perf_counter() - start
+        """A stand-in reply to `task`, after running it (or a shorter copy) for real if its kind needs timing."""
         if task.action == PERSONALIZE:  # accuracies at each checkpoint; the probe ran other checkpoints
+            if kind not in self.costs:
+                self.costs[kind] = self._probe_personalization(task, key, client)
             accuracies = [50.0] * len(task.payload["checkpoints"])
             return Reply(client.client_id, len(client.train), metrics={"acc": accuracies}, tag=task.tag)
         template_key = (kind, len(task.models))
+        if task.steps > 0 and len(self.samples[kind]) <= self.probe_tasks:
+            self.templates[template_key] = self._sample(task, key, client, kind)
+        elif kind not in self.costs:
+            self.costs[kind] = self._probe_evaluation(task, key, client)
         if template_key not in self.templates:
-            start = time.perf_counter()
-            self.templates[template_key] = self._run(replace(task, steps=min(task.steps, 1)), key, client)[1]
-            self.seconds += time.perf_counter() - start
+            self.templates[template_key] = self._run(task, key, client)[1]
         template = self.templates[template_key]
         state = task.models[0] if template.state is not None else None  # a stand-in update changes nothing
         return replace(template, client_id=client.client_id, num_examples=len(client.train), state=state, tag=task.tag)
@@ -106,29 +113,33 @@ class Prober:
     def _run(self, task: Task, key: TaskKey, client: EncodedClient) -> tuple[float, Reply]:
         start = time.perf_counter()
         reply = answer(task, key, client, self.trainers)
-        return time.perf_counter() - start, reply
+        seconds = time.perf_counter() - start
+        self.seconds += seconds
+        return seconds, reply
 
-    def _probe(self, task: Task, key: TaskKey, client: EncodedClient) -> UnitCost:
-        """Seconds per task, step and pair of `task`'s kind, from real runs of it (the first one warms up)."""
-        if task.action == PERSONALIZE:
-            k = self.probe_steps
-            self._run(_personalize(task, 1), key, client)  # warm-up
-            evaluate_only = self._run(_personalize(task, 0), key, client)[0]
-            with_steps = self._run(_personalize(task, k), key, client)[0]
-            return UnitCost(
-                per_step=max(with_steps - evaluate_only, 0.0) / k, per_pair=evaluate_only / len(client.test)
-            )
-        if task.steps == 0:  # evaluation
-            self._run(task, key, client)
-            seconds = statistics.median(self._run(task, key, client)[0] for _ in range(2))
-            pairs = work_of(task, key, client).pairs
-            return UnitCost(per_pair=seconds / pairs) if pairs else UnitCost(per_task=seconds)
-        k = max(min(task.steps, self.probe_steps) - 1, 1)
-        self._run(replace(task, steps=1), key, client)  # warm-up
-        one = self._run(replace(task, steps=1), key, client)[0]
-        more = self._run(replace(task, steps=1 + k), key, client)[0]
-        per_step = max(more - one, 0.0) / k
-        return UnitCost(per_task=max(one - per_step, 0.0), per_step=per_step)
+    def _sample(self, task: Task, key: TaskKey, client: EncodedClient, kind: str) -> Reply:
+        """Run a training task for real (at most `probe_steps` steps); seconds per step from the samples so far
+        after the first (a warm-up, unless it is the only one)."""
+        steps = min(task.steps, self.probe_steps)
+        seconds, reply = self._run(replace(task, steps=steps), key, client)
+        self.samples[kind].append((seconds, steps))
+        timed = self.samples[kind][1:] or self.samples[kind]
+        self.costs[kind] = UnitCost(per_step=sum(t for t, _ in timed) / sum(n for _, n in timed))
+        return reply
+
+    def _probe_evaluation(self, task: Task, key: TaskKey, client: EncodedClient) -> UnitCost:
+        self._run(task, key, client)  # warm-up
+        seconds = statistics.median(self._run(task, key, client)[0] for _ in range(2))
+        pairs = work_of(task, key, client).pairs
+        return UnitCost(per_pair=seconds / pairs) if pairs else UnitCost(per_task=seconds)
+
+    def _probe_personalization(self, task: Task, key: TaskKey, client: EncodedClient) -> UnitCost:
+        """Seconds per step and per tested pair: a test evaluation alone, then one after `probe_steps` steps."""
+        k = min(task.steps, self.probe_steps) or 1
+        self._run(_personalize(task, 1), key, client)  # warm-up
+        evaluate_only = self._run(_personalize(task, 0), key, client)[0]
+        with_steps = self._run(_personalize(task, k), key, client)[0]
+        return UnitCost(per_step=max(with_steps - evaluate_only, 0.0) / k, per_pair=evaluate_only / len(client.test))
 
 
 def _personalize(task: Task, steps: int) -> Task:
@@ -211,7 +222,7 @@ class Estimate:
         return self.setup_s + sum(m.total_s for m in self.methods)
 
 
-def estimate_run(cfg: ExperimentConfig, progress: Progress | None = None, probe_steps: int = 4) -> Estimate:
+def estimate_run(cfg: ExperimentConfig, progress: Progress | None = None, probe_steps: int = 8) -> Estimate:
     """Build the run's set-up (timed), dry-run every method, and price each task by the probed unit costs."""
     say = progress or (lambda _: None)
     say("preparing data and model (timed: part of the run)")
@@ -221,7 +232,7 @@ def estimate_run(cfg: ExperimentConfig, progress: Progress | None = None, probe_
     prober = Prober(trainers(cfg, setup.model), probe_steps)
     methods, notes = [], []
     for name in cfg.algorithm.methods:
-        say(f"{name}: dry run (the first task of each kind runs {probe_steps} real steps)")
+        say(f"{name}: dry run (the first tasks of each kind run for real, at most {probe_steps} steps each)")
         global_works, local_works, server_s = dry_run(name, cfg, setup, prober)
         methods.append(
             MethodEstimate(

@@ -57,3 +57,17 @@ def load_backbone(name: str, dtype: str = "fp32"):
     model.requires_grad_(False)
     model.eval()
     return model, tokenizer, causal
+
+
+def set_activation_checkpointing(model, on: bool) -> None:
+    """Turn transformers' per-layer activation checkpointing on (non-reentrant: the frozen embeddings' output needs
+    no grad) or off; its newer name where this transformers has it, the deprecated one otherwise."""
+    if on:
+        enable = getattr(model, "activation_checkpointing_enable", None)
+        kwargs = {"use_reentrant": False}
+        if enable is not None:
+            enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    else:
+        getattr(model, "activation_checkpointing_disable", model.gradient_checkpointing_disable)()

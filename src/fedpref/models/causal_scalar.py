@@ -10,7 +10,8 @@ from torch import nn
 
 from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
-from fedpref.models.adapters import add_lora
+from fedpref.models.adapters import adapted_layers, add_lora
+from fedpref.models.causal_prefix import CausalPrefix
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.scalar_head import ScalarHeadRewardModel, scalar_head
 from fedpref.models.token_cache import cached_token_ids
@@ -21,7 +22,8 @@ TOKENS_VERSION = "causal-scalar-1"  # the last max_length tokens of tokenizer(pr
 class CausalScalarRewardModel(ScalarHeadRewardModel):
     """r(x, y) = w^T h_last(x y) + b, h_last the final hidden state at the last real token (right padding);
     the margin is r(x, y+) - r(x, y-). The sequence keeps its end when too long: the response's last token is
-    the one the head reads."""
+    the one the head reads. With LoRA on the top layers only and `lora.cache_frozen_prefix`, the frozen lower
+    layers run once, in `encode` (`fedpref.models.causal_prefix`)."""
 
     def __init__(
         self,
@@ -33,8 +35,12 @@ class CausalScalarRewardModel(ScalarHeadRewardModel):
         cache_dir: str | Path | None = None,
     ):
         super().__init__()
+        first = adapted_layers(backbone, lora)[0]
         self.lm = add_lora(backbone, lora, causal=True)
         self.tokenizer = tokenizer
+        decoder = self.lm.get_base_model().get_decoder()
+        cache = lora.cache_frozen_prefix and first > 0
+        self.prefix = CausalPrefix(decoder, first, tokenizer.pad_token_id) if cache else None
         self.max_length = max_length
         self.cache_dir = cache_dir
         self.head = scalar_head(backbone.config.hidden_size, generator)
@@ -45,7 +51,13 @@ class CausalScalarRewardModel(ScalarHeadRewardModel):
         token_ids = cached_token_ids(
             self.cache_dir, self.tokenizer, texts, self._tokenize, max_length=self.max_length, version=TOKENS_VERSION
         )
-        return EncodedPairs(seqs=[torch.tensor(t) for t in token_ids], num_pairs=len(pairs))
+        seqs = [torch.tensor(t) for t in token_ids]
+        device = self.head.weight.device
+        if self.prefix is not None and seqs and not self.prefix.check_exact(seqs[0], device):
+            self.prefix = None  # checked once: a decoder the split forward does not reproduce runs whole
+        if self.prefix is not None and seqs:
+            return EncodedPairs(self.prefix.frozen_prefix(seqs, device), len(pairs), tokens=seqs)
+        return EncodedPairs(seqs=seqs, num_pairs=len(pairs))
 
     def _tokenize(self, texts: list[tuple[str, str]]) -> list[list[int]]:
         return [self.tokenizer(a + b)["input_ids"][-self.max_length :] for a, b in texts]
@@ -53,6 +65,11 @@ class CausalScalarRewardModel(ScalarHeadRewardModel):
     def pooled(self, seqs: list[torch.Tensor]) -> torch.Tensor:
         """(N, H) final hidden states at each sequence's last token: what the head reads."""
         device = self.head.weight.device
+        if seqs[0].dim() == 2:  # cached frozen prefixes
+            hidden, mask = pad(seqs)
+            mask = mask.to(device)
+            hidden = self.prefix.run_top(hidden.to(device), mask)
+            return hidden[torch.arange(len(mask), device=device), mask.sum(1) - 1]
         ids, mask = pad(seqs, self.tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         decoder = self.lm.get_base_model().get_decoder()

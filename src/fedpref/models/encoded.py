@@ -14,12 +14,14 @@ class EncodedPairs:
     `seqs` holds 2N sequences for a scalar head (chosen at 2i, rejected at 2i+1)
     or N joint sequences for a selector; each is (L,) token ids or, with the
     frozen-prefix cache, (L, H) hidden states. `chosen_is_a` is the selector's
-    (N,) answer-position flag.
+    (N,) answer-position flag; `tokens` the token ids where a causal model's `seqs`
+    hold cached hidden states (it still needs them to find the response spans).
     """
 
     seqs: list[torch.Tensor]
     num_pairs: int
     chosen_is_a: torch.Tensor | None = None
+    tokens: list[torch.Tensor] | None = None
 
     def __len__(self) -> int:
         return self.num_pairs

@@ -10,7 +10,7 @@ from transformers import AutoConfig
 
 from fedpref.config import ExperimentConfig
 from fedpref.errors import ConfigError
-from fedpref.models.backbone import is_causal_lm, load_backbone, resolve_backbone
+from fedpref.models.backbone import is_causal_lm, load_backbone, resolve_backbone, set_activation_checkpointing
 from fedpref.models.causal_scalar import CausalScalarRewardModel
 from fedpref.models.scalar_reward import ScalarRewardModel
 from fedpref.models.selector_reward import SelectorRewardModel
@@ -82,9 +82,8 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     check_model_config(cfg)
     backbone, tokenizer, causal = load_backbone(cfg.model.backbone, cfg.model.dtype)
     _check_head_fits(cfg, causal)  # a hub id is known only now
-    if cfg.train.gradient_checkpointing:
-        # non-reentrant: the frozen embeddings' output needs no grad; active only where set_lora_training allows
-        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if cfg.train.gradient_checkpointing:  # active in training mode only (set_lora_training)
+        set_activation_checkpointing(backbone, True)
     torch.manual_seed(cfg.seed)  # peft draws LoRA A from the global generator
     generator = torch.Generator().manual_seed(cfg.seed)
     cls = ScalarRewardModel

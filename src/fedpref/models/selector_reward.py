@@ -12,7 +12,8 @@ from torch import nn
 from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
 from fedpref.errors import ConfigError
-from fedpref.models.adapters import add_lora, set_lora_training
+from fedpref.models.adapters import adapted_layers, add_lora, set_lora_training
+from fedpref.models.causal_prefix import CausalPrefix
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.token_cache import cached_token_ids
 
@@ -48,6 +49,8 @@ class SelectorRewardModel(nn.Module):
     response is put at A or B by a coin flip per pair (`chosen_is_a`): a hash of
     the generator's seed and the pair's texts, so a pair gets the same flip in
     any batch, order, process, and with or without the token cache (`cache_dir`).
+    With LoRA on the top layers only and `lora.cache_frozen_prefix`, `encode` runs the frozen lower
+    layers once (`fedpref.models.causal_prefix`): `seqs` then hold hidden states, `tokens` the ids.
     """
 
     def __init__(
@@ -60,8 +63,12 @@ class SelectorRewardModel(nn.Module):
         cache_dir: str | Path | None = None,
     ):
         super().__init__()
+        first = adapted_layers(backbone, lora)[0]
         self.lm = add_lora(backbone, lora, causal=True)
         self.tokenizer = tokenizer
+        decoder = self.lm.get_base_model().get_decoder()
+        cache = lora.cache_frozen_prefix and first > 0
+        self.prefix = CausalPrefix(decoder, first, tokenizer.pad_token_id) if cache else None
         self.max_length = max_length
         self.seed = generator.initial_seed()
         self.cache_dir = cache_dir
@@ -82,7 +89,17 @@ class SelectorRewardModel(nn.Module):
             self.cache_dir, self.tokenizer, texts, self._tokenize, max_length=self.max_length, version=TOKENS_VERSION
         )
         seqs = [torch.tensor(t) for t in token_ids]
-        return EncodedPairs(seqs=seqs, num_pairs=len(pairs), chosen_is_a=torch.tensor(flags, dtype=torch.bool))
+        flags = torch.tensor(flags, dtype=torch.bool)
+        if self.prefix is not None and seqs and self._prefix_is_exact(seqs[0]):
+            hidden = self.prefix.frozen_prefix(seqs, self.lm.get_base_model().device)
+            return EncodedPairs(seqs=hidden, num_pairs=len(pairs), chosen_is_a=flags, tokens=seqs)
+        return EncodedPairs(seqs=seqs, num_pairs=len(pairs), chosen_is_a=flags)
+
+    def _prefix_is_exact(self, ids: torch.Tensor) -> bool:
+        """Checked once, on the first sequence encoded; a decoder that fails runs whole from then on."""
+        if not self.prefix.check_exact(ids, self.lm.get_base_model().device):
+            self.prefix = None
+        return self.prefix is not None
 
     def _tokenize(self, texts: list[tuple[str, str, str]]) -> list[list[int]]:
         """Token ids of the comparison prompt of each (prompt, response A, response B)."""
@@ -102,8 +119,13 @@ class SelectorRewardModel(nn.Module):
         return self
 
     def final_hidden(self, seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(B, L, H) final-layer hidden states of the right-padded `seqs` and their (B, L) mask."""
+        """(B, L, H) final-layer hidden states of the right-padded `seqs` (token ids, or (L, H) cached frozen
+        prefixes) and their (B, L) mask."""
         device = self.lm.get_base_model().device
+        if seqs[0].dim() == 2:
+            hidden, mask = pad(seqs)
+            mask = mask.to(device)
+            return self.prefix.run_top(hidden.to(device), mask), mask
         ids, mask = pad(seqs, self.tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         decoder = self.lm.get_base_model().get_decoder()
@@ -132,7 +154,7 @@ class SelectorRewardModel(nn.Module):
         fills `max_length`; then response A is gone entirely and this raises a ConfigError.
         """
         markers = self._end_markers()
-        ends = [span_ends(s.tolist(), markers, self._is_space) for s in enc.seqs]
+        ends = [span_ends(s.tolist(), markers, self._is_space) for s in (enc.tokens or enc.seqs)]
         lost = [i for i, e in enumerate(ends) if e is None]
         if lost:
             raise ConfigError(
