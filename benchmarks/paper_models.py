@@ -45,6 +45,7 @@ def build_paper_selector(
     backbone.requires_grad_(False)
     backbone.eval()
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
+    tokenizer.model_max_length = max_length  # MiniLM's own 512 is its position limit, not this model's
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
     torch.manual_seed(seed)  # peft draws LoRA A from the global generator
