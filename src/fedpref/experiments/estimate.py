@@ -1,13 +1,13 @@
 """`fedpref estimate`: a run's wall time, predicted from a dry run of its methods and a few timed real tasks.
 
 Each method's round loop runs against a transport that answers every task with a stand-in reply and records
-the task's work (local steps, pairs evaluated). The first task of each kind is also run for real on its
-client, a few steps only, and timed: that gives the kind's seconds per task, per step and per evaluated
-pair. The prediction is the sum over tasks of
+the task's work (local steps, pairs evaluated). The first few tasks of each kind also run for real on their
+clients (shortened to a few steps) and are timed: that gives the kind's seconds per task, per step and per
+evaluated pair (`Prober`). The prediction is the sum over tasks of
 
     seconds = per_task + per_step * steps + per_pair * pairs
 
-plus the measured set-up and the server's own work (the dry run's time outside the probes). Only counts
+plus the measured set-up and the server's own work (the dry run's time outside the real tasks). Only counts
 come from the algorithms, so whatever they do (phases, warm-ups, reassignment checks, evaluation every
 few rounds) is counted as it will run.
 """
