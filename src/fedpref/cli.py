@@ -139,7 +139,7 @@ def _add_estimate_parser(sub) -> None:
         "estimate",
         help="predict how long `fedpref run CONFIG` takes on this machine, before starting it",
         description="Prepare the run's data and model (timed), dry-run every method's rounds with stand-in "
-        "replies to count each client task's steps and evaluated pairs, time the first task of each kind "
+        "replies to count each client task's steps and evaluated pairs, time the first tasks of each kind "
         "for real (a few steps), and print the predicted wall time per method and in total (in-process engine).",
     )
     est.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
