@@ -196,3 +196,25 @@ def test_auto_device_and_precision_mean_cpu_and_fp32_without_a_gpu(minilm_top2):
     assert resolve_device("cuda:1") == "cuda:1"
     assert [bf16_autocast("auto", d) for d in ("cpu", "cuda", "mps")] == [False, True, False]
     assert bf16_autocast("bf16", "cpu") and not bf16_autocast("fp32", "cuda")
+
+
+@pytest.mark.slow
+def test_compiled_decoder_layers_give_the_same_margins(stories_path):
+    margins = []
+    for compiled in (False, True):
+        cfg = config()
+        cfg.model.backbone, cfg.model.head, cfg.data.max_length = str(stories_path), "selector", 400
+        cfg.train.compile = compiled
+        model = build_reward_model(cfg)
+        enc = model.encode(PAIRS)
+        out = model.margins(enc, torch.arange(4))
+        out.sum().backward()  # the compiled backward runs too
+        margins.append(out.detach())
+    assert torch.allclose(margins[0], margins[1], atol=1e-5), (margins[0] - margins[1]).abs().max()
+
+
+def test_compile_on_an_encoder_is_a_config_error():
+    cfg = config()
+    cfg.train.compile = True
+    with pytest.raises(ConfigError, match="train.compile needs a causal-LM backbone"):
+        build_reward_model(cfg)
