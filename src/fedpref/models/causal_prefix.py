@@ -25,6 +25,7 @@ class CausalPrefix:
 
     def __init__(self, decoder: nn.Module, first: int, pad_id: int):
         self.decoder, self.first, self.pad_id = decoder, first, pad_id
+        self.checked, self.exact = False, False
 
     @contextlib.contextmanager
     def _only(self, layers: range, final_norm: bool):
@@ -49,6 +50,21 @@ class CausalPrefix:
                 hidden = d(input_ids=batch.to(device), attention_mask=mask.to(device), use_cache=False)
                 out += [h[: int(m.sum())].cpu().clone() for h, m in zip(hidden.last_hidden_state, mask)]
         return out
+
+    def encode(self, seqs: list[torch.Tensor], device) -> list[torch.Tensor] | None:
+        """The cached prefixes of `seqs`, or None (and this cache off for good) when the split forward does not
+        reproduce the full one on the first sequence (checked once)."""
+        if not seqs:
+            return None
+        if not self.checked:
+            self.exact, self.checked = self.check_exact(seqs[0], device), True
+        return self.frozen_prefix(seqs, device) if self.exact else None
+
+    def final_hidden(self, prefixes: list[torch.Tensor], device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, L, H) final hidden states and the (B, L) mask of right-padded cached prefixes."""
+        hidden, mask = pad(prefixes)
+        mask = mask.to(device)
+        return self.run_top(hidden.to(device), mask), mask
 
     def run_top(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """(B, L, H) final hidden states (after the final norm) from right-padded (B, L, H) cached prefixes."""

@@ -52,11 +52,9 @@ class CausalScalarRewardModel(ScalarHeadRewardModel):
             self.cache_dir, self.tokenizer, texts, self._tokenize, max_length=self.max_length, version=TOKENS_VERSION
         )
         seqs = [torch.tensor(t) for t in token_ids]
-        device = self.head.weight.device
-        if self.prefix is not None and seqs and not self.prefix.check_exact(seqs[0], device):
-            self.prefix = None  # checked once: a decoder the split forward does not reproduce runs whole
-        if self.prefix is not None and seqs:
-            return EncodedPairs(self.prefix.frozen_prefix(seqs, device), len(pairs), tokens=seqs)
+        hidden = self.prefix.encode(seqs, self.head.weight.device) if self.prefix else None
+        if hidden is not None:
+            return EncodedPairs(seqs=hidden, num_pairs=len(pairs), tokens=seqs)
         return EncodedPairs(seqs=seqs, num_pairs=len(pairs))
 
     def _tokenize(self, texts: list[tuple[str, str]]) -> list[list[int]]:
@@ -66,12 +64,10 @@ class CausalScalarRewardModel(ScalarHeadRewardModel):
         """(N, H) final hidden states at each sequence's last token: what the head reads."""
         device = self.head.weight.device
         if seqs[0].dim() == 2:  # cached frozen prefixes
-            hidden, mask = pad(seqs)
-            mask = mask.to(device)
-            hidden = self.prefix.run_top(hidden.to(device), mask)
-            return hidden[torch.arange(len(mask), device=device), mask.sum(1) - 1]
-        ids, mask = pad(seqs, self.tokenizer.pad_token_id)
-        ids, mask = ids.to(device), mask.to(device)
-        decoder = self.lm.get_base_model().get_decoder()
-        hidden = decoder(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+            hidden, mask = self.prefix.final_hidden(seqs, device)
+        else:
+            ids, mask = pad(seqs, self.tokenizer.pad_token_id)
+            ids, mask = ids.to(device), mask.to(device)
+            decoder = self.lm.get_base_model().get_decoder()
+            hidden = decoder(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
         return hidden[torch.arange(len(mask), device=device), mask.sum(1) - 1]

@@ -90,16 +90,10 @@ class SelectorRewardModel(nn.Module):
         )
         seqs = [torch.tensor(t) for t in token_ids]
         flags = torch.tensor(flags, dtype=torch.bool)
-        if self.prefix is not None and seqs and self._prefix_is_exact(seqs[0]):
-            hidden = self.prefix.frozen_prefix(seqs, self.lm.get_base_model().device)
+        hidden = self.prefix.encode(seqs, self.lm.get_base_model().device) if self.prefix else None
+        if hidden is not None:
             return EncodedPairs(seqs=hidden, num_pairs=len(pairs), chosen_is_a=flags, tokens=seqs)
         return EncodedPairs(seqs=seqs, num_pairs=len(pairs), chosen_is_a=flags)
-
-    def _prefix_is_exact(self, ids: torch.Tensor) -> bool:
-        """Checked once, on the first sequence encoded; a decoder that fails runs whole from then on."""
-        if not self.prefix.check_exact(ids, self.lm.get_base_model().device):
-            self.prefix = None
-        return self.prefix is not None
 
     def _tokenize(self, texts: list[tuple[str, str, str]]) -> list[list[int]]:
         """Token ids of the comparison prompt of each (prompt, response A, response B)."""
@@ -122,10 +116,8 @@ class SelectorRewardModel(nn.Module):
         """(B, L, H) final-layer hidden states of the right-padded `seqs` (token ids, or (L, H) cached frozen
         prefixes) and their (B, L) mask."""
         device = self.lm.get_base_model().device
-        if seqs[0].dim() == 2:
-            hidden, mask = pad(seqs)
-            mask = mask.to(device)
-            return self.prefix.run_top(hidden.to(device), mask), mask
+        if seqs[0].dim() == 2:  # cached frozen prefixes
+            return self.prefix.final_hidden(seqs, device)
         ids, mask = pad(seqs, self.tokenizer.pad_token_id)
         ids, mask = ids.to(device), mask.to(device)
         decoder = self.lm.get_base_model().get_decoder()
