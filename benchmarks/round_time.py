@@ -1,6 +1,7 @@
 """Seconds per FedAvg round of one config on the three engines (in-process, Flower's Simulation Engine, a
-loopback deployment with one SuperNode per client file) and the deployment's per-message floor (an empty
-ClientApp's round trip, benchmarks/empty_app), measured in the same run.
+loopback deployment with one SuperNode per client file), the same deployment with the per-message ClientApp
+(benchmarks/per_message_app: the baseline before the node worker) and the deployment's per-message floor (an
+empty ClientApp's round trip, benchmarks/empty_app), measured in the same run.
 
     python benchmarks/round_time.py [--rounds 4] [--clients 4] [--pairs 6] [--out DIR]
 
@@ -8,8 +9,9 @@ Each engine runs FL on the same per-user files (configs/tiny.toml's synthetic da
 every client in every round, no personalization steps. A round's time is the median over rounds 1.. of
 `wall_s` in rounds.jsonl (round 0 also pays for start-up). The breakdown of a deployment round: the floor
 (process start of an empty app and Flower's polling), the in-process round (our training and evaluation
-work), and the rest (what our ClientApp does per message besides training: imports, model and data load),
-whose two parts the script also times in a process of their own, twice. Flower's one poll setting is read
+work), and the rest (our light ClientApp's start-up and its round trip to the node's worker; with the
+per-message app: imports, model and data load, whose two parts the script also times in a process of their
+own, twice). Flower's one poll setting is read
 from the environment: FLWR_SUPEREXEC_TASK_POLL_INTERVAL=0.1 python benchmarks/round_time.py.
 """
 
@@ -122,6 +124,10 @@ def main() -> None:
     loopback = ["--clients-dir", str(clients), "--out", str(work / "loopback")]
     fedpref("federation", "configs/tiny.toml", *loopback, *sets(run))
     seconds["loopback"] = round_seconds(work / "loopback")
+    per_message = work / "per_message"  # the baseline: every message's process imports and loads everything
+    config = ROOT / "configs" / "tiny.toml"
+    fed.run_federation(config, clients, per_message, ["FL"], run, app=ROOT / "benchmarks" / "per_message_app")
+    seconds["per_message"] = round_seconds(per_message)
     seconds["floor"] = empty_app_floor(args.clients, args.rounds, work / "floor")
     start_ups = [client_start_up(fed.client_files(clients)[0], run) for _ in range(2)]
 
@@ -132,6 +138,7 @@ def main() -> None:
         "inprocess": "in-process",
         "flower": "Simulation Engine",
         "loopback": "loopback deployment",
+        "per_message": "loopback, per-message app",
         "floor": "empty app (per-message floor)",
     }
     for name, label in labels.items():
@@ -140,9 +147,12 @@ def main() -> None:
     rest = med["loopback"] - med["floor"] - med["inprocess"]
     print(
         f"loopback round = floor {med['floor']:.2f} + in-process work {med['inprocess']:.2f} + "
-        f"our per-message start-up (imports, model and data load) {rest:.2f} s"
+        f"the rest (our ClientApp's start-up and the worker's round trip) {rest:.2f} s"
     )
     print(f"Simulation Engine overhead per round: {med['flower'] - med['inprocess']:.2f} s (goal <= 0.3)")
+    goal = med["floor"] + med["inprocess"]
+    print(f"loopback round {med['loopback']:.2f} s against the goal floor + in-process = {goal:.2f} s")
+    print(f"node worker against the per-message app: {med['per_message'] / med['loopback']:.2f}x faster rounds")
     for imports, node in start_ups:
         print(f"our ClientApp's start-up alone in one process: imports {imports:.2f} s, node {node:.2f} s")
 

@@ -114,6 +114,12 @@ def recording_messages(folder: Path):
 
 
 @pytest.fixture(scope="session")
+def message_recorder():
+    """`recording_messages`, for test modules elsewhere (several folders have a conftest, so none imports by name)."""
+    return recording_messages
+
+
+@pytest.fixture(scope="session")
 def stage2_tiny(tmp_path_factory, stories_path) -> Path:
     """Run folder of `fedpref stage2 configs/stage2/stories.toml` shrunk to seconds (STAGE2_TINY)."""
     out = tmp_path_factory.mktemp("stage2_tiny") / "run"

@@ -163,6 +163,11 @@ def _add_federation_parser(sub) -> None:
     fed.add_argument("--out", type=Path, required=True, help="the run folder")
     fed.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     fed.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for every method's results")
+    fed.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its last complete checkpoint (e.g. after the SuperLink was killed)",
+    )
 
 
 def cmd_federation(args: argparse.Namespace, console: Console) -> None:
@@ -179,8 +184,10 @@ def cmd_federation(args: argparse.Namespace, console: Console) -> None:
         console.print(f"skipping {', '.join(skipped)}: they pool raw data (centralized references)")
     if not methods:
         raise FedprefError(f"{args.config}: no federated method to run")
+    if args.resume and not (args.out / "checkpoints").is_dir():
+        raise FedprefError(f"{args.out}: nothing to resume (no checkpoints folder)")
     results = run_federation(
-        args.config, args.clients_dir, args.out, methods, args.overrides, args.timeout, console.print
+        args.config, args.clients_dir, args.out, methods, args.overrides, args.timeout, console.print, args.resume
     )
     (args.out / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
     plots.plot_group_curves(results["methods"], args.out / "personalization.png")

@@ -372,6 +372,59 @@ class PrivacyConfig:
 
 
 @dataclass
+class SecureAggregationConfig:
+    """Secure aggregation with Flower's SecAgg+ for the methods whose server step is a weighted sum of client
+    updates (FL, FL_target, FedAvgM); off by default. On Flower the server learns only the cohort's weighted mean;
+    in-process the same mean is taken in the clear (the reference it must match)."""
+
+    enabled: bool = _help("Aggregate each round's trained adapters with SecAgg+ (needs >= 3 clients a round).", False)
+    num_shares: float = _help(
+        "Shares of each client's secret: a fraction of the round's cohort (<= 1; 1: every member) or a count (>= 3).",
+        1.0,
+    )
+    reconstruction_threshold: float = _help(
+        "Shares needed to recover a dropped client's mask: a fraction of num_shares (<= 1) or a count (>= 2). "
+        "Higher resists more colluding clients; lower survives more dropouts.",
+        0.6,
+    )
+    clipping_range: float = _help(
+        "Each weighted adapter value is clipped to [-r, r] before quantization (Flower's default 8).", 8.0
+    )
+    quantization_bits: int = _help(
+        "Values are quantized to 2^bits levels over [-r, r] (Flower's default 22; the modulus is 2^32).", 22
+    )
+
+
+def check_secure_aggregation(s: SecureAggregationConfig, cohort: int, need: Any) -> None:
+    """`need(ok, key, problem)` for each [secure_aggregation] value (only when it is on)."""
+    if not s.enabled:
+        return
+    need(cohort >= 3, "federation.clients_per_round", "must be >= 3 with secure aggregation (SecAgg+ needs 3)")
+    shares, threshold = s.num_shares, s.reconstruction_threshold
+    need(
+        0 < shares <= 1 or (shares >= 3 and float(shares).is_integer()),
+        "secure_aggregation.num_shares",
+        "must be a fraction in (0, 1] or a whole count >= 3",
+    )
+    need(
+        0 < threshold <= 1 or (threshold >= 2 and float(threshold).is_integer()),
+        "secure_aggregation.reconstruction_threshold",
+        "must be a fraction in (0, 1] or a whole count >= 2",
+    )
+    need(
+        not (shares > 1 and threshold > 1 and threshold >= shares),
+        "secure_aggregation.reconstruction_threshold",
+        "must be below num_shares",
+    )
+    need(s.clipping_range > 0, "secure_aggregation.clipping_range", "must be > 0")
+    need(
+        1 <= s.quantization_bits and cohort * 2**s.quantization_bits < 2**32,
+        "secure_aggregation.quantization_bits",
+        f"must be >= 1 with clients_per_round x 2^bits below the 2^32 modulus ({cohort} clients a round)",
+    )
+
+
+@dataclass
 class LoggingConfig:
     """Experiment tracking besides the run folder (`fedpref run --log tensorboard,csv`); never changes a number."""
 
@@ -400,6 +453,7 @@ class ExperimentConfig:
     variational: VariationalConfig = field(default_factory=VariationalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    secure_aggregation: SecureAggregationConfig = field(default_factory=SecureAggregationConfig)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -411,6 +465,8 @@ class ExperimentConfig:
             del out["logging"]
         if out["privacy"] == dataclasses.asdict(PrivacyConfig()):
             del out["privacy"]
+        if out["secure_aggregation"] == dataclasses.asdict(SecureAggregationConfig()):
+            del out["secure_aggregation"]
         if out["data"]["prefix_cache_mb"] == DataConfig.prefix_cache_mb:
             del out["data"]["prefix_cache_mb"]
         return out
@@ -592,6 +648,7 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
         "needs privacy.clip_norm > 0 (the noise is scaled to the clipping norm)",
     )
     need(0 < c.privacy.delta < 1, "privacy.delta", "must be in (0, 1)")
+    check_secure_aggregation(c.secure_aggregation, c.federation.clients_per_round, need)
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
     selector_on_minilm = c.model.head == "selector" and c.model.backbone == "minilm"
     need(not selector_on_minilm, "model.head", "'selector' needs a causal-LM backbone (model.backbone)")

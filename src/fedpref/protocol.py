@@ -20,6 +20,7 @@ EVALUATE_SELECTOR = "evaluate_selector"  # a latent-conditioned selector's test 
 TRAIN_VARIATIONAL = "train_variational"  # FedVPA-GP / FedVPL local step (fedpref.client.variational)
 RESTORE_MEMORY = "restore_memory"  # resuming: a client reloads its own memory snapshot taken before a round
 PERSONALIZE = "personalize"  # the local phase from models[0]; payload["checkpoints"]: steps at which to test
+SECURE_WEIGHT = "secure_weight"  # payload key of a train task whose state the server may see only summed: its weight
 
 
 @dataclass(frozen=True)
@@ -63,3 +64,20 @@ class Reply:
     state: State | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     tag: Any = None
+
+
+@dataclass
+class Aggregate:
+    """What the server learns from a securely aggregated stage: the weighted mean of the trained states, never one
+    of them. `state` is None when the protocol could not finish (too few clients answered to unmask the sum)."""
+
+    state: State | None
+    client_ids: list[str]  # whose update is in the sum
+    weight: float  # the sum of their weights
+    metrics: list[dict[str, Any]] = field(default_factory=list)  # each contributor's plain metrics (train_loss)
+    failure: str | None = None  # why there is no state
+
+
+def is_secure(tasks: list[Task]) -> bool:
+    """Whether a stage's replies may reach the server only as their weighted sum (every task carries a weight)."""
+    return bool(tasks) and all(SECURE_WEIGHT in t.payload for t in tasks)

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fedpref.algorithms.aggregation import clear_aggregate
 from fedpref.algorithms.base import Algorithm
 from fedpref.models.adapters import State
-from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task
+from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task, is_secure
 
 
 def state(*x: float) -> State:
@@ -54,7 +55,11 @@ class FakeClients:
         if not tasks:
             return None
         self.tasks += [(r, t) for t in tasks]
-        algorithm.receive(r, [self.answer(t) for t in tasks])
+        replies = [self.answer(t) for t in tasks]
+        if is_secure(tasks):  # what secure aggregation hands the server: the weighted mean only
+            algorithm.receive_aggregate(r, clear_aggregate(tasks, replies))
+        else:
+            algorithm.receive(r, replies)
         return tasks
 
     def run(self, algorithm: Algorithm) -> None:

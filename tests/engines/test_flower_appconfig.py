@@ -53,7 +53,7 @@ def test_pyproject_app_config_names_the_apps_and_valid_keys() -> None:
     app = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert app["components"] == {
         "serverapp": "fedpref.experiments.deployment:app",
-        "clientapp": "fedpref.engines.flower.client_app:app",
+        "clientapp": "fedpref.engines.flower.node_app:app",
     }
     assert appconfig.server_settings(app["config"]).reply_timeout_s == appconfig.DEFAULT_REPLY_TIMEOUT_S
     assert appconfig.experiment_config({**app["config"], "config-path": str(ROOT / app["config"]["config-path"])})

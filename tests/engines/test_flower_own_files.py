@@ -12,7 +12,7 @@ from test_flower_deployment import ROOT, wait_for_results
 
 from fedpref.cli import main
 from fedpref.data.client_files import split_by_user
-from fedpref.experiments.federation import BIN, loopback_env, start_superlink, start_supernode, stop
+from fedpref.experiments.federation import BIN, loopback_env, processes_of, start_superlink, start_supernode, stop
 
 pytestmark = [pytest.mark.flower, pytest.mark.slow]
 
@@ -54,19 +54,6 @@ def test_nodes_holding_only_their_own_files_run_fedavg(tmp_path: Path) -> None:
     curves = results["methods"]["FL"]["personalization"]
     assert sorted(curves["per_client"]) == sorted(own) and set(curves["by_group"]) == {"G1", "G2"}
     assert all(p.poll() is not None for p in processes)
-
-
-def processes_of(flwr_home: Path) -> list[int]:
-    """Processes still running with this federation's FLWR_HOME (every process it started inherits it)."""
-    mark = f"FLWR_HOME={flwr_home}".encode()
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            if mark in environ.read_bytes().split(b"\0"):
-                found.append(int(environ.parent.name))
-        except OSError:
-            pass
-    return found
 
 
 def test_fedpref_federation_runs_fl_and_fedgd_on_four_client_files(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fedpref.models.adapters import State
+from fedpref.protocol import SECURE_WEIGHT, Aggregate, Reply, Task
 
 
 def weighted_average(states: Sequence[State], weights: Sequence[float]) -> State:
@@ -41,3 +42,14 @@ def mix(old: State, new: State, w: float) -> State:
 
 def copy_state(state: State) -> State:
     return {k: v.clone() for k, v in state.items()}
+
+
+def clear_aggregate(tasks: Sequence[Task], replies: Sequence[Reply]) -> Aggregate:
+    """What secure aggregation reveals, computed in the clear: the mean of the replies' states weighted by their
+    tasks' SECURE_WEIGHT (the reference a SecAgg+ sum must match within its quantization)."""
+    weight_of = {t.client_id: float(t.payload[SECURE_WEIGHT]) for t in tasks}
+    if not replies:
+        return Aggregate(None, [], 0.0, failure="no client answered")
+    weights = [weight_of[r.client_id] for r in replies]
+    mean = weighted_average([r.state for r in replies], weights)
+    return Aggregate(mean, [r.client_id for r in replies], sum(weights), [dict(r.metrics) for r in replies])

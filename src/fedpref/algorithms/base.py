@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fedpref.protocol import ClientInfo, Reply, State, Task
+from fedpref.protocol import Aggregate, ClientInfo, Reply, State, Task
 
 
 class Algorithm:
@@ -43,6 +43,11 @@ class Algorithm:
     def receive(self, round_idx: int, replies: list[Reply]) -> None:
         """Aggregate the replies to the tasks of the stage just run."""
         raise NotImplementedError
+
+    def receive_aggregate(self, round_idx: int, aggregate: Aggregate) -> None:
+        """Take the securely summed replies of a stage whose tasks carry SECURE_WEIGHT (only methods whose server
+        step is a weighted sum of the states hand out such tasks)."""
+        raise NotImplementedError(f"{self.name} does not aggregate securely")
 
     def initialization(self, client_id: str) -> State:
         """The model client `client_id` starts personalization from."""

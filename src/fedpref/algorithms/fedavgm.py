@@ -12,7 +12,7 @@ from fedpref.algorithms.fedavg import FedAvg, client_dp
 from fedpref.algorithms.registry import MethodSpec, method_options
 from fedpref.config import ExperimentConfig
 from fedpref.models.adapters import State
-from fedpref.protocol import ClientInfo, Reply
+from fedpref.protocol import ClientInfo
 
 
 @dataclass(frozen=True)
@@ -57,19 +57,18 @@ class FedAvgM(FedAvg):
         self.momentum, self.server_lr = options.momentum, options.server_lr
         self.velocity = {k: torch.zeros_like(v) for k, v in self.init_state.items()}
 
-    def receive(self, round_idx: int, replies: list[Reply]) -> None:
-        before = self.global_state
-        super().receive(round_idx, replies)  # global_state <- FedAvg's average of the replies
-        if replies:
-            step = momentum_step(before, self.global_state, self.velocity, self.momentum, self.server_lr)
-            self.global_state, self.velocity = step
+    def adopt(self, average: State) -> None:
+        """A momentum step along the round's pseudo-gradient instead of FedAvg's average itself."""
+        step = momentum_step(self.global_state, average, self.velocity, self.momentum, self.server_lr)
+        self.global_state, self.velocity = step
 
 
 def build_fedavgm(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedAvgM:
     f = cfg.federation
     options = method_options(cfg, FedAvgM.name)
     args = (infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed)
-    return FedAvgM(*args, client_dp(cfg, infos, FedAvgM.uniform_sampling), options=options)
+    privacy, secure = client_dp(cfg, infos, FedAvgM.uniform_sampling), cfg.secure_aggregation.enabled
+    return FedAvgM(*args, privacy, secure, options=options)
 
 
 SPECS = (
@@ -79,5 +78,6 @@ SPECS = (
         "FedAvg with server momentum (Hsu et al. 2019)",
         options=ServerMomentum,
         client_dp=True,  # the momentum step is post-processing of the noised mean
+        secure_sum=True,  # ... and of the securely summed one
     ),
 )

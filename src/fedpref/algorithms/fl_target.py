@@ -35,12 +35,13 @@ class FLTarget(FedAvg):
         local_steps: int,
         seed: int,
         privacy: ClientLevelDP | None = None,
+        secure: bool = False,
     ):
         missing = [c.client_id for c in clients if c.true_group is None]
         if missing:
             raise ValueError(f"FL_target needs the ground-truth group of every client; none for {missing[:5]}")
         labels = sorted({c.true_group for c in clients})
-        super().__init__(clients, init_state, num_rounds, clients_per_round, local_steps, seed, privacy)
+        super().__init__(clients, init_state, num_rounds, clients_per_round, local_steps, seed, privacy, secure)
         self.group_index = [labels.index(c.true_group) for c in clients]
         self.turn_order = self.rng.permutation(len(labels)).tolist()
 
@@ -54,7 +55,8 @@ class FLTarget(FedAvg):
 def build_fl_target(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FLTarget:
     f = cfg.federation
     privacy = client_dp(cfg, infos, FLTarget.uniform_sampling)
-    return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy)
+    secure = cfg.secure_aggregation.enabled
+    return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy, secure)
 
 
 SPECS = (
@@ -63,5 +65,6 @@ SPECS = (
         build_fl_target,
         "FedAvg sampling a uniform mix of the true groups (an oracle)",
         client_dp=True,
+        secure_sum=True,
     ),
 )

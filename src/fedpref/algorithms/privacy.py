@@ -52,13 +52,17 @@ class ClientLevelDP:
     def aggregate(self, states: list[State], round_idx: int) -> State:
         """mean_i(state_i) + noise = global + mean_i(clipped update_i) + noise: each client's state is the
         model it received plus its clipped update."""
-        mean = uniform_average(states)
+        return self.noised(uniform_average(states), len(states), round_idx)
+
+    def noised(self, mean: State, n: int, round_idx: int) -> State:
+        """The equal-weight mean of n clipped states (in the clear, or from secure aggregation) plus the round's
+        seeded N(0, (z C / n)^2) noise; composes one release into the accountant."""
         self.record_release()
         if self.noise_multiplier == 0:
             return mean
         seed = int(np.random.SeedSequence([self.seed, NOISE_STREAM, round_idx]).generate_state(1, np.uint64)[0])
         generator = torch.Generator().manual_seed(seed % 2**63)  # the same noise after a resume
-        std = self.noise_multiplier * self.clip_norm / len(states)
+        std = self.noise_multiplier * self.clip_norm / n
         noise = gaussian_noise_like(mean, std, generator)
         return {k: mean[k] + noise[k] for k in mean}
 

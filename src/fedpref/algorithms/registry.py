@@ -35,6 +35,7 @@ class MethodSpec:
     variational: bool = False  # a latent-conditioned selector (FedVPA-GP family), evaluated after the rounds
     options: type | None = None  # a dataclass of the method's own options: [algorithm.options.NAME]
     client_dp: bool = False  # its server step is a mean of client updates: [privacy] (client-level DP) applies
+    secure_sum: bool = False  # ... a weighted sum of the round's updates: [secure_aggregation] (SecAgg+) applies
 
 
 def methods() -> dict[str, MethodSpec]:
@@ -94,6 +95,12 @@ def check_methods(cfg: ExperimentConfig, source: str = "<config>") -> None:
         raise ConfigError(
             f"{source}: [privacy] is on, but {', '.join(no_dp)} cannot clip and noise its clients' updates "
             f"(client-level DP applies to {able}; see docs/flower.md)"
+        )
+    if cfg.secure_aggregation.enabled and (clear := [m for m in cfg.algorithm.methods if not specs[m].secure_sum]):
+        able = ", ".join(s.name for s in specs.values() if s.secure_sum)
+        raise ConfigError(
+            f"{source}: [secure_aggregation] is on, but {', '.join(clear)} needs each client's update, not only "
+            f"their sum (secure aggregation applies to {able}; see docs/flower.md)"
         )
     for name in cfg.algorithm.options:
         if name not in specs:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fedpref.algorithms.aggregation import clear_aggregate
 from fedpref.client.worker import Trainers, answer
 from fedpref.engines.loop import task_keys
-from fedpref.protocol import PERSONALIZE, Reply, Task, TaskKey
+from fedpref.protocol import PERSONALIZE, Aggregate, Reply, Task, TaskKey
 
 Progress = Callable[[str, int, int], None]  # (what, done, total)
 Handler = Callable[[Task, TaskKey, Any], Reply]  # (task, its key, the client's own object) -> reply
@@ -35,6 +36,11 @@ class InProcessTransport:
             if self.progress and key.round == PERSONALIZE:
                 self.progress(f"{key.method}: personalization", i + 1, len(tasks))
         return replies
+
+    def aggregate(self, tasks: list[Task], key: TaskKey) -> Aggregate:
+        """Secure aggregation's result, computed in the clear: in one process there is nobody to hide it from,
+        and this is the reference the Flower engine's SecAgg+ sum is tested against."""
+        return clear_aggregate(tasks, self.exchange(tasks, key))
 
     def begin_method(self, method: str, next_round: int = 0, saved_memories: dict[str, dict] | None = None) -> None:
         """Each client's private memory belongs to one method's run: empty, or as saved by a checkpoint."""

@@ -12,12 +12,12 @@ import logging
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from fedpref.algorithms.base import Algorithm
 from fedpref.engines.guards import NonFiniteModelError, nonfinite_tensors, split_finite
-from fedpref.protocol import EVALUATE, PERSONALIZE, ClientInfo, Reply, State, Task, TaskKey
+from fedpref.protocol import EVALUATE, PERSONALIZE, Aggregate, ClientInfo, Reply, State, Task, TaskKey, is_secure
 
 RoundCallback = Callable[[dict], None]
 CheckpointCallback = Callable[[int], None]  # called with the next round to run when a checkpoint is due
@@ -30,6 +30,11 @@ class Transport(Protocol):
     def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
         """Run each task on its client (task i under `replace(key, index=i)`); the replies that came back,
         in task order. A client that failed or did not answer in time is missing from the list."""
+        ...
+
+    def aggregate(self, tasks: list[Task], key: TaskKey) -> Aggregate:
+        """Run each task (as `exchange`) but bring back only the mean of the trained states weighted by each task's
+        SECURE_WEIGHT, and each contributor's metrics (Flower: SecAgg+; in-process: the same mean in the clear)."""
         ...
 
     def begin_method(self, method: str, next_round: int = 0, saved_memories: dict[str, dict] | None = None) -> None:
@@ -56,26 +61,28 @@ def run_rounds(
     A client whose update or loss is non-finite, or that sent no reply, is left out of that stage's
     aggregation (and named in the record's `dropped`); a server model that becomes non-finite stops the run.
     Every `eval_every` rounds (0: never) the round's participants also evaluate `algorithm.server_models()`
-    (`evaluate_server`); the record gets their mean val_loss / val_acc per model.
+    (`evaluate_server`); the record gets their mean val_loss / val_acc per model. A stage whose tasks carry
+    SECURE_WEIGHT goes through `Transport.aggregate` (secure aggregation): the server sees no single reply, so a
+    non-finite one shows only in the sum, which stops the run as above.
     """
     records = []
     for r in range(start_round, algorithm.num_rounds + 1):
-        start, stages, losses, dropped, participants = time.perf_counter(), 0, [], [], []
+        start, stages, losses, dropped, participants, failures = time.perf_counter(), 0, [], [], [], []
         while tasks := algorithm.next_tasks(r):
-            replies = transport.exchange(tasks, TaskKey(algorithm.name, r, stages))
-            answered = {x.client_id for x in replies}
+            key = TaskKey(algorithm.name, r, stages)
+            outcome = (run_secure_stage if is_secure(tasks) else run_stage)(algorithm, transport, tasks, key)
+            answered = outcome.used + outcome.nonfinite
             participants += [t.client_id for t in tasks if t.action != EVALUATE and t.client_id in answered]
-            replies, bad = split_finite(replies)
-            if bad:
-                log.warning("%s round %d: dropped non-finite update(s) from %s", algorithm.name, r, ", ".join(bad))
-            dropped += [t.client_id for t in tasks if t.client_id not in answered] + bad
-            losses += [x.metrics["train_loss"] for x in replies if "train_loss" in x.metrics]
-            algorithm.receive(r, replies)
-            check_server_finite(algorithm, r, [x.client_id for x in replies])
+            dropped += [t.client_id for t in tasks if t.client_id not in outcome.used]
+            losses += [x["train_loss"] for x in outcome.metrics if "train_loss" in x]
+            failures += [outcome.failure] if outcome.failure else []
+            check_server_finite(algorithm, r, outcome.used)
             stages += 1
         if stages == 0 and r == algorithm.num_rounds:
             break
         records.append(round_record(algorithm, r, stages, losses, dropped, time.perf_counter() - start))
+        if failures:
+            records[-1]["secure_aggregation_failed"] = failures
         if eval_every > 0 and r < algorithm.num_rounds and (r + 1) % eval_every == 0:
             records[-1].update(evaluate_server(algorithm, transport, r, stages, list(dict.fromkeys(participants))))
         if on_round:
@@ -83,6 +90,37 @@ def run_rounds(
         if checkpoint and should_checkpoint(algorithm, r, checkpoint_every):
             checkpoint(r + 1)
     return records
+
+
+@dataclass
+class StageOutcome:
+    """What a stage did: the clients whose replies were aggregated, their metrics, the clients whose non-finite
+    reply was dropped, and why a secure sum failed (None when it did not)."""
+
+    used: list[str]
+    metrics: list[dict]
+    nonfinite: list[str] = field(default_factory=list)
+    failure: str | None = None
+
+
+def run_stage(algorithm: Algorithm, transport: Transport, tasks: list[Task], key: TaskKey) -> StageOutcome:
+    """One stage in the clear: every finite reply goes to `algorithm.receive`."""
+    replies, bad = split_finite(transport.exchange(tasks, key))
+    if bad:
+        log.warning("%s round %s: dropped non-finite update(s) from %s", key.method, key.round, ", ".join(bad))
+    algorithm.receive(key.round, replies)
+    return StageOutcome([x.client_id for x in replies], [x.metrics for x in replies], bad)
+
+
+def run_secure_stage(algorithm: Algorithm, transport: Transport, tasks: list[Task], key: TaskKey) -> StageOutcome:
+    """One stage whose replies the server sees only summed (`Transport.aggregate`). A sum that could not be
+    unmasked (too few clients answered) is logged and recorded, and the algorithm keeps its model: never a
+    silent average of whoever answered."""
+    aggregate = transport.aggregate(tasks, key)
+    if aggregate.state is None:
+        log.warning("%s round %s: secure aggregation failed (%s)", key.method, key.round, aggregate.failure)
+    algorithm.receive_aggregate(key.round, aggregate)
+    return StageOutcome(list(aggregate.client_ids), aggregate.metrics, failure=aggregate.failure)
 
 
 def evaluate_server(algorithm: Algorithm, transport: Transport, r: int, stage: int, client_ids: list[str]) -> dict:

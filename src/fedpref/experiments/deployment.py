@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -10,12 +9,14 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedpref.algorithms.registry import check_methods, method_spec
+from fedpref.config import ExperimentConfig
+from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.engines.flower.appconfig import experiment_config, server_settings
 from fedpref.engines.flower.server_app import GridTransport, discover
 from fedpref.errors import ConfigError
 from fedpref.experiments import outputs
-from fedpref.experiments.experiment import FLOWER, pools_raw_data
-from fedpref.experiments.runner import Federation, execute_method
+from fedpref.experiments.experiment import FLOWER, checkpoint_payload, load_resume_state, new_results, pools_raw_data
+from fedpref.experiments.runner import Checkpoints, Federation, execute_method
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
 
@@ -23,7 +24,10 @@ LOG = logging.getLogger("flwr").getChild("fedpref")
 
 
 def main(grid: Grid, context: Context) -> None:
-    """Config and methods from the run config; results into `out-dir` (if set) and the log."""
+    """Config and methods from the run config; results, rounds and checkpoints into `out-dir` (if set) and the log.
+    With `resume = true` the run continues from the last complete checkpoint in `out-dir` (after the SuperLink or
+    this ServerApp was killed): finished methods are kept, the interrupted one resumes at its next round, and the
+    results equal an uninterrupted run's."""
     cfg, settings = experiment_config(context.run_config), server_settings(context.run_config)
     for name in settings.methods:
         method_spec(name)  # an unknown name: one line naming the available methods
@@ -31,30 +35,66 @@ def main(grid: Grid, context: Context) -> None:
     if central := [name for name in settings.methods if pools_raw_data(name)]:
         raise ConfigError(f"{', '.join(central)} pool raw data (centralized references); they run only in-process")
     out = Path(settings.out_dir).expanduser() if settings.out_dir else None
+    saved = resume_state(out, cfg, settings.resume)
+    results = saved["results"] if saved else new_results(cfg) | {"engine": FLOWER}
     if out:
         out.mkdir(parents=True, exist_ok=True)
-        outputs.write_config(cfg, out)
-        (out / "rounds.jsonl").write_text("", encoding="utf-8")
+        if saved is None:
+            outputs.write_config(cfg, out)
     peers = discover(grid, cfg.digest(), settings.node_wait_s, settings.reply_timeout_s, settings.expected_clients)
-    transport = GridTransport(grid, peers, settings.reply_timeout_s, cfg.digest())
+    transport = GridTransport(grid, peers, settings.reply_timeout_s, cfg.digest(), cfg.secure_aggregation)
     federation = Federation(transport, peers.infos, peers.held_out, FLOWER)
     model = build_reward_model(cfg)
-    summary = {"engine": FLOWER, "config_hash": cfg.digest(), "seed": cfg.seed, "methods": {}}
-
-    def on_round(record: dict) -> None:
-        LOG.info("fedpref: %s", record)
-        if out:
-            with (out / "rounds.jsonl").open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-
-    for method in settings.methods:
+    log = RoundsLog(out, saved["rounds"] if saved else [])
+    for method in [name for name in settings.methods if name not in results["methods"]]:
+        current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == method else None
+        checkpoints = Checkpoints(checkpoint_saver(out, cfg, results, log), cfg.federation.checkpoint_every, current)
         result, _ = execute_method(
-            method, cfg, federation, None, on_round=on_round, model=(model, trainable_state(model))
+            method, cfg, federation, None, None, log, checkpoints=checkpoints, model=(model, trainable_state(model))
         )
         LOG.info("fedpref: %s acc_mean %s", method, result["personalization"]["acc_mean"])
-        summary["methods"][method] = result
+        results["methods"][method] = result
+        checkpoint_saver(out, cfg, results, log)(None)
         if out:
-            outputs.write_json(summary, out / "results.json")
+            outputs.write_json(results, out / "results.json")
+
+
+def resume_state(out: Path | None, cfg: ExperimentConfig, resume: bool) -> dict | None:
+    """The last complete checkpoint in `out` when resuming (an error when there is none to resume)."""
+    if not resume:
+        return None
+    if out is None:
+        raise ConfigError("resume = true needs the run config's 'out-dir' (where the checkpoints are)")
+    saved = load_resume_state(CheckpointStore(out / "checkpoints"), cfg)
+    if saved is None:
+        raise ConfigError(f"{out}: nothing to resume (no complete checkpoint in {out / 'checkpoints'})")
+    return saved
+
+
+class RoundsLog:
+    """Each round's record into the log and, with a run folder, rounds.jsonl (rewritten from `records` on resume)."""
+
+    def __init__(self, out: Path | None, records: list[dict]):
+        self.file = outputs.RoundLog(out / "rounds.jsonl", records) if out else None
+        self.records = self.file.records if self.file else list(records)  # what a checkpoint keeps of the rounds
+
+    def __call__(self, record: dict) -> None:
+        LOG.info("fedpref: %s", record)
+        if self.file:
+            self.file(record)
+        else:
+            self.records.append(record)
+
+
+def checkpoint_saver(out: Path | None, cfg: ExperimentConfig, results: dict, log: RoundsLog):
+    """Save the run's state (the current method's, or None between methods) to `out/checkpoints`; no-op without out."""
+    store = CheckpointStore(out / "checkpoints") if out else None
+
+    def save(current: dict | None) -> None:
+        if store:
+            store.save(checkpoint_payload(cfg, results, log.records, current))
+
+    return save
 
 
 app = ServerApp()

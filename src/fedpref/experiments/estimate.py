@@ -20,6 +20,7 @@ from collections import ChainMap, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from fedpref.algorithms.aggregation import clear_aggregate
 from fedpref.algorithms.centralized import Centralized
 from fedpref.algorithms.registry import build_algorithm
 from fedpref.client.worker import EncodedClient, Trainers, answer
@@ -27,7 +28,7 @@ from fedpref.config import ExperimentConfig
 from fedpref.engines.loop import finish_method, run_rounds, task_keys
 from fedpref.experiments.runner import every_client, pooled_transport, trainers
 from fedpref.experiments.setup import Setup, build_setup
-from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, TRAIN, Reply, Task, TaskKey
+from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, TRAIN, Aggregate, Reply, Task, TaskKey
 
 Progress = Callable[[str], None]
 
@@ -164,6 +165,10 @@ class DryRunTransport:
             self.works.append(work)
             replies.append(self.prober.reply(task, task_key, client, work.kind))
         return replies
+
+    def aggregate(self, tasks: list[Task], key: TaskKey) -> Aggregate:
+        """The same work as `exchange` (SecAgg+'s own messages are not counted), summed in the clear."""
+        return clear_aggregate(tasks, self.exchange(tasks, key))
 
     def begin_method(self, method: str, next_round: int = 0, saved_memories: dict | None = None) -> None:
         stored = getattr(self.clients, "memories", None)  # OnDemandClients keeps memories apart from encodings

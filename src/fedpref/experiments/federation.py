@@ -103,6 +103,29 @@ def stop(processes: list[subprocess.Popen], grace_s: float = 15.0) -> None:
         _signal(os.kill, pid, signal.SIGKILL)
 
 
+def processes_of(flwr_home: Path) -> list[int]:
+    """Processes running with this federation's FLWR_HOME: every process it started inherits it, also those
+    that left the started ones' process trees (a node's worker, in a session of its own)."""
+    mark = f"FLWR_HOME={flwr_home}".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark in environ.read_bytes().split(b"\0") and running(int(environ.parent.name)):
+                found.append(int(environ.parent.name))
+        except OSError:
+            pass
+    return found
+
+
+def stop_stragglers(flwr_home: Path, grace_s: float = 5.0) -> None:
+    """Wait for the federation's remaining processes (node workers end with their SuperNode); SIGKILL the rest."""
+    deadline = time.monotonic() + grace_s
+    while (left := processes_of(flwr_home)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in left:
+        _signal(os.kill, pid, signal.SIGKILL)
+
+
 def running(pid: int) -> bool:
     """Whether `pid` exists and is not a zombie (a finished process not yet reaped)."""
     try:
@@ -204,10 +227,15 @@ def run_federation(
     overrides: list[str],
     timeout_s: float = 3600.0,
     report: Report = print,
+    resume: bool = False,
+    app: Path | None = None,
 ) -> dict:
     """Run `methods` of `config` on a loopback federation, one SuperNode per file of `clients_dir` (each reads
-    only its own file); the ServerApp writes config.toml, rounds.jsonl and results.json into `out`, and the
-    processes' logs go to `out/logs`. Returns results.json."""
+    only its own file and keeps its private memory snapshots in its own folder); the ServerApp writes
+    config.toml, rounds.jsonl, results.json and its checkpoints into `out`, and the processes' logs go to
+    `out/logs`. With `resume`, a fresh federation continues the run in `out` from its last complete checkpoint
+    (after any of its processes was killed). `app`: another Flower app folder (default: fedpref's). Returns
+    results.json."""
     files, logs = client_files(clients_dir), out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env, link = loopback_env(out / "flwr")
@@ -217,23 +245,33 @@ def run_federation(
         for path in files:
             home = out / "nodes" / path.stem  # the node's working folder: empty, it reads only its own file
             home.mkdir(parents=True, exist_ok=True)
-            own = f'data-path="{path.resolve()}"'
+            own = f'data-path="{path.resolve()}" memory-dir="{(home / "memory").resolve()}"'
             processes.append(start_supernode(link, own, env, home, logs / f"node-{path.stem}.log"))
         report(f"started a SuperLink on 127.0.0.1:{link} and {len(files)} SuperNodes (logs: {logs})")
-        submit(config, len(files), out, methods, overrides, env, logs)
+        submit(config, len(files), out, methods, overrides, env, logs, resume, app)
         return wait_for_results(out / "results.json", methods, processes, timeout_s, report)
     finally:
         stop(processes)
+        stop_stragglers(out / "flwr")
         report("stopped every process of the federation")
 
 
 def submit(
-    config: Path, clients: int, out: Path, methods: list[str], overrides: list[str], env: dict, cwd: Path
+    config: Path,
+    clients: int,
+    out: Path,
+    methods: list[str],
+    overrides: list[str],
+    env: dict,
+    cwd: Path,
+    resume: bool = False,
+    app: Path | None = None,
 ) -> None:
     run_config = f'config-path="{config.resolve()}" method="{",".join(methods)}" clients={clients} '
+    run_config += "resume=true " if resume else ""
     quoted = "; ".join(overrides).replace("\\", "\\\\").replace('"', '\\"')  # inside a TOML string
     run_config += f'out-dir="{out.resolve()}" overrides="{quoted}"'
-    cmd = [str(BIN / "flwr"), "run", str(app_dir()), "loopback", "--run-config", run_config]
+    cmd = [str(BIN / "flwr"), "run", str(app or app_dir()), "loopback", "--run-config", run_config]
     done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise FedprefError(f"`flwr run` failed: {(done.stdout + done.stderr).strip()[-1500:]}")

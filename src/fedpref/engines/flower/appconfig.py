@@ -24,6 +24,7 @@ class ServerSettings:
     node_wait_s: float = DEFAULT_NODE_WAIT_S
     out_dir: str = ""
     expected_clients: int = 0  # nodes with their own data file: how many to wait for (0: partitions say)
+    resume: bool = False  # continue from the last complete checkpoint in out_dir
 
 
 def split_overrides(text: str) -> list[str]:
@@ -62,4 +63,5 @@ def server_settings(run_config: Mapping[str, Any]) -> ServerSettings:
         node_wait_s=float(run_config.get("node-wait", DEFAULT_NODE_WAIT_S)),
         out_dir=str(run_config.get("out-dir", "")),
         expected_clients=int(run_config.get("clients", 0)),
+        resume=bool(run_config.get("resume", False)),
     )

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flwr.app import Context, Message
+from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_STATE
 from torch import nn
 
 from fedpref.client.trainer import LocalTrainer, optim_configs
@@ -18,8 +19,9 @@ from fedpref.data.load import load_pairs
 from fedpref.data.splits import ClientSplits, pick_unseen, split_clients
 from fedpref.engines.flower import messages as m
 from fedpref.engines.flower.appconfig import experiment_config
+from fedpref.engines.flower.mods import secure_when_asked
 from fedpref.models.factory import build_reward_model
-from fedpref.protocol import RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
+from fedpref.protocol import RESTORE_MEMORY, SECURE_WEIGHT, ClientInfo, Reply, State, Task, TaskKey
 
 ConfigSource = Callable[[Context], ExperimentConfig]
 LOCAL_SOURCES = ("jsonl", "pairwise_jsonl")  # formats a node's own file may have (split-clients keeps the rows)
@@ -102,19 +104,22 @@ def encoded_node(cfg: ExperimentConfig, s: ClientSplits, held_out: bool) -> Node
     return Node(client, ClientInfo(s.client_id, len(s.train), s.group), held_out, trainers)
 
 
-def answer_partition(msg: Message, cfg: ExperimentConfig, context: Context) -> Message:
+def answer_partition(content: RecordDict, cfg: ExperimentConfig, context: Context) -> RecordDict:
     """Who this node's client is and how much it holds (never its data); LOCAL when it has its own file."""
-    if m.query_digest(msg.content) != cfg.digest():
-        raise ValueError(f"config mismatch: server {m.query_digest(msg.content)}, this node {cfg.digest()}")
+    if m.query_digest(content) != cfg.digest():
+        raise ValueError(f"config mismatch: server {m.query_digest(content)}, this node {cfg.digest()}")
     node = node_for(cfg, context)
     partition = (LOCAL, 0) if context.node_config.get("data-path") else partition_of(context)
-    return Message(m.info_to_content(node.info, *partition, node.held_out), reply_to=msg)
+    return m.info_to_content(node.info, *partition, node.held_out)
 
 
-def answer_task(msg: Message, node: Node, context: Context, memory_dir: Path | None) -> Message:
+def answer_task(
+    content: RecordDict, message_type: str, node: Node, context: Context, memory_dir: Path | None
+) -> RecordDict:
     """Carry out a task as the in-process engine does (same seeded generator), with the client's own memory."""
-    task, key = m.content_to_task(msg.content)
-    if task.client_id != node.client.client_id or m.message_type(task.action) != msg.metadata.message_type:
+    secure = m.is_fitins(content)  # a SecAgg+ stage: secaggplus_mod masks the reply's state on its way out
+    task, key = m.fitins_content_to_task(content) if secure else m.content_to_task(content)
+    if task.client_id != node.client.client_id or m.message_type(task.action) != message_type:
         raise ValueError(f"task {task.action} for {task.client_id} reached {node.client.client_id}")
     if task.action == RESTORE_MEMORY:
         reply = restore_snapshot(node.client, task, key, context, memory_dir)
@@ -122,7 +127,19 @@ def answer_task(msg: Message, node: Node, context: Context, memory_dir: Path | N
         restore_memory(node.client, context, key.method)
         reply = answer(task, key, node.client, node.trainers)
         keep_memory(node.client, context, key, memory_dir)
-    return Message(m.reply_to_content(reply, key.index), reply_to=msg)
+    if secure:
+        check_clipping_range(reply.state, context)
+        return m.reply_to_fitres_content(reply, key.index, task.payload[SECURE_WEIGHT])
+    return m.reply_to_content(reply, key.index)
+
+
+def check_clipping_range(state: State | None, context: Context) -> None:
+    """SecAgg+ clips each weighted value to [-r, r] before quantizing it; a larger value would corrupt the sum
+    silently, so the node refuses (its weight is at most 1 after Flower scales it by the largest weight)."""
+    r = float(context.state.config_records[RECORD_KEY_STATE]["clipping_range"])
+    largest = max((float(v.abs().max()) for v in (state or {}).values() if v.numel()), default=0.0)
+    if largest > r:
+        raise ValueError(f"a trained value of {largest:.3g} exceeds secure_aggregation.clipping_range = {r}: raise it")
 
 
 def restore_memory(client: EncodedClient, context: Context, method: str) -> None:
@@ -170,28 +187,40 @@ def make_client_app(source: ConfigSource, memory_dir: Path | None = None) -> Cli
     memory snapshots go to `memory_dir` (else the node config's `memory-dir`, if set)."""
     app = ClientApp()
 
-    def node(context: Context) -> Node:
-        return node_for(source(context), context)
-
-    def snapshots(context: Context) -> Path | None:
-        configured = context.node_config.get("memory-dir")
-        return memory_dir or (Path(str(configured)).expanduser() if configured else None)
-
     def handle(msg: Message, context: Context) -> Message:
-        return answer_task(msg, node(context), context, snapshots(context))
+        content = answer_message(msg.content, msg.metadata.message_type, source, context, memory_dir)
+        return Message(content, reply_to=msg)
 
-    for register in (app.train(), app.evaluate(), app.query("personalize"), app.query("restore_memory")):
+    for register in (app.train(mods=[secure_when_asked]), *other_handlers(app)):
         register(handle)
-
-    @app.query("partition")
-    def partition(msg: Message, context: Context) -> Message:
-        return answer_partition(msg, source(context), context)
-
     return app
+
+
+def other_handlers(app: ClientApp) -> tuple:
+    """Every message type a node answers besides train: evaluation, the local phase, memory restores, the query."""
+    return app.evaluate(), app.query("personalize"), app.query("restore_memory"), app.query("partition")
+
+
+def answer_message(
+    content: RecordDict, message_type: str, source: ConfigSource, context: Context, memory_dir: Path | None = None
+) -> RecordDict:
+    """The reply content to any message a node gets: the partition query, or a task for its client; private
+    memory snapshots go to `memory_dir` (else the node config's `memory-dir`, if set)."""
+    cfg = source(context)
+    if message_type == "query.partition":
+        return answer_partition(content, cfg, context)
+    configured = context.node_config.get("memory-dir")
+    snapshots = memory_dir or (Path(str(configured)).expanduser() if configured else None)
+    return answer_task(content, message_type, node_for(cfg, context), context, snapshots)
 
 
 def fixed_config(cfg: ExperimentConfig) -> ConfigSource:
     return lambda context: cfg
 
 
-app = make_client_app(lambda context: experiment_config(context.run_config))
+def run_config_source(context: Context) -> ExperimentConfig:
+    """The experiment config a deployed node runs: the one the run config names."""
+    return experiment_config(context.run_config)
+
+
+app = make_client_app(run_config_source)

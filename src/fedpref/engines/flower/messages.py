@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.common import Code, FitIns, FitRes, Parameters, Status, ndarrays_to_parameters
+from flwr.compat.common import recorddict_compat as compat
 
+from fedpref.engines.flower.wire import content_from_bytes, content_to_bytes
 from fedpref.models.adapters import State
 from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
 
 TASK, REPLY, METRICS, STATE, MODEL = "fedpref.task", "fedpref.reply", "fedpref.metrics", "fedpref.state", "model."
 PAYLOAD, MEMORY = "fedpref.payload", "fedpref.memory"
+FITINS_CONFIG = "fitins.config"  # where a SecAgg+ stage's train message carries its FitIns config (Flower's compat)
+STATE_KEYS = "fedpref.state_keys"
 
 
 def state_to_record(state: State) -> ArrayRecord:
@@ -162,3 +169,48 @@ def memory_to_record(memory: dict[str, Any]) -> ConfigRecord:
 
 def record_to_memory(record: ConfigRecord) -> dict[str, Any]:
     return json.loads(str(record["json"]))
+
+
+# A SecAgg+ stage speaks Flower's legacy FitIns / FitRes, as SecAggPlusWorkflow and secaggplus_mod do: the task goes
+# as bytes in the FitIns config; the reply's state as the FitRes parameters (masked by the mod before it leaves
+# the node), its weight as num_examples and the rest of the reply as bytes in the FitRes metrics.
+
+
+def task_to_fitins(task: Task, key: TaskKey) -> FitIns:
+    """A secure stage's task as the FitIns SecAggPlusWorkflow sends to its node."""
+    return FitIns(
+        Parameters(tensors=[], tensor_type="numpy.ndarray"), {TASK: content_to_bytes(task_to_content(task, key))}
+    )
+
+
+def is_fitins(content: RecordDict) -> bool:
+    """Whether a train message comes from a SecAgg+ stage (a FitIns), not as a plain task."""
+    return FITINS_CONFIG in content.config_records
+
+
+def fitins_content_to_task(content: RecordDict) -> tuple[Task, TaskKey]:
+    return content_to_task(content_from_bytes(bytes(content.config_records[FITINS_CONFIG][TASK])))
+
+
+def reply_to_fitres_content(reply: Reply, index: int, weight: int) -> RecordDict:
+    """A trained reply as the FitRes secaggplus_mod masks: the state's arrays in key order, the weight as
+    num_examples, the reply without its state (and the state's keys) as bytes in the metrics."""
+    assert reply.state is not None, "a secure stage's reply carries a trained state"
+    keys = list(reply.state)
+    arrays = [reply.state[k].detach().cpu().numpy() for k in keys]
+    rest = content_to_bytes(reply_to_content(replace(reply, state=None), index))
+    fitres = FitRes(
+        Status(Code.OK, ""), ndarrays_to_parameters(arrays), int(weight), {REPLY: rest, STATE_KEYS: json.dumps(keys)}
+    )
+    return compat.fitres_to_recorddict(fitres, keep_input=False)
+
+
+def fitres_to_reply(fitres: FitRes) -> tuple[Reply, int, list[str]]:
+    """(the reply without its state, the index of its task, the keys of the state's arrays)."""
+    reply, index = content_to_reply(content_from_bytes(bytes(fitres.metrics[REPLY])))
+    return reply, index, json.loads(str(fitres.metrics[STATE_KEYS]))
+
+
+def arrays_to_state(arrays: list[np.ndarray], keys: list[str], like: State) -> State:
+    """Aggregated arrays back into a state keyed and typed like `like` (the model the tasks carried)."""
+    return {k: torch.from_numpy(np.asarray(a)).to(like[k].dtype).reshape(like[k].shape) for k, a in zip(keys, arrays)}

@@ -71,7 +71,7 @@ def run_simulated(
     def main(grid) -> None:
         try:
             peers = discover(grid, cfg.digest(), DEFAULT_NODE_WAIT_S, reply_timeout_s)
-            outcome["value"] = body(GridTransport(grid, peers, reply_timeout_s, cfg.digest()))
+            outcome["value"] = body(GridTransport(grid, peers, reply_timeout_s, cfg.digest(), cfg.secure_aggregation))
         except BaseException as e:  # noqa: BLE001 - re-raised below, outside Flower's own handling
             outcome["error"] = e
 

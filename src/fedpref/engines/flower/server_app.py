@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
+from fedpref.config import SecureAggregationConfig
 from fedpref.engines.flower import messages as m
 from fedpref.engines.loop import task_keys
-from fedpref.protocol import RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
+from fedpref.protocol import RESTORE_MEMORY, Aggregate, ClientInfo, Reply, Task, TaskKey
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
 LOCAL = -1  # the partition id of a node with its own data file (client_app.LOCAL)
@@ -100,13 +101,29 @@ class GridTransport:
     on a new node (a restarted SuperNode) takes its place again, and restores its memory snapshot.
     """
 
-    def __init__(self, grid: Grid, peers: Peers, timeout_s: float, config_digest: str | None = None):
+    def __init__(
+        self,
+        grid: Grid,
+        peers: Peers,
+        timeout_s: float,
+        config_digest: str | None = None,
+        secure: SecureAggregationConfig | None = None,
+    ):
         self.grid, self.peers, self.timeout_s, self.config_digest = grid, peers, timeout_s, config_digest
+        self.secure = secure or SecureAggregationConfig()  # SecAgg+'s settings (its shares, threshold, quantization)
 
     def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
         if self.config_digest is not None:
             self.rejoin(key)
         return self._exchange(tasks, key)
+
+    def aggregate(self, tasks: list[Task], key: TaskKey) -> Aggregate:
+        """The stage under SecAgg+ (`secure_aggregation.secure_aggregate`): the server never holds one state."""
+        from fedpref.engines.flower.secure_aggregation import secure_aggregate  # Flower's legacy server stack
+
+        if self.config_digest is not None:
+            self.rejoin(key)
+        return secure_aggregate(self.grid, self.peers.node_of, tasks, key, self.secure, self.timeout_s)
 
     def rejoin(self, key: TaskKey) -> None:
         """Nodes new on the grid: each known client among them is routed to its new node (its old one is gone);
