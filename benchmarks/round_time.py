@@ -62,8 +62,9 @@ print(t1 - t0, time.perf_counter() - t1)
 
 
 def client_start_up(client_file: Path, run: list[str]) -> tuple[float, float]:
-    """(import s, node s) of what our ClientApp process does first for every message, alone on the machine:
-    import fedpref's ClientApp, then build the node from its own file (read, split, load the model, encode)."""
+    """(import s, node s) of what the per-message ClientApp process does first for every message, alone on the
+    machine: import fedpref's ClientApp, then build the node from its own file (read, split, load the model,
+    encode). The node worker pays this once per node."""
     argv = [sys.executable, "-c", START_UP, str(client_file), *run]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=True)
     imports, node = done.stdout.split()[-2:]
@@ -154,7 +155,7 @@ def main() -> None:
     print(f"loopback round {med['loopback']:.2f} s against the goal floor + in-process = {goal:.2f} s")
     print(f"node worker against the per-message app: {med['per_message'] / med['loopback']:.2f}x faster rounds")
     for imports, node in start_ups:
-        print(f"our ClientApp's start-up alone in one process: imports {imports:.2f} s, node {node:.2f} s")
+        print(f"the per-message ClientApp's start-up alone in one process: imports {imports:.2f} s, node {node:.2f} s")
 
 
 if __name__ == "__main__":

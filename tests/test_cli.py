@@ -132,3 +132,16 @@ def test_head_backbone_mismatch_before_any_weight(capsys, tmp_path):
     sets = ["--set", f"model.backbone='{folder}'", "--set", "model.head=selector"]
     code, out = run_cli(capsys, "run", "configs/tiny.toml", *sets, "--out", tmp_path / "o")
     assert code == 2 and "model.head = 'selector' does not fit" in out and not (tmp_path / "o").exists()
+
+
+def test_federation_refuses_to_overwrite_or_resume_nothing(capsys, tmp_path):
+    fl = ["--clients-dir", tmp_path, "--set", "algorithm.methods=['FL']"]
+    used = tmp_path / "used"
+    (used / "checkpoints").mkdir(parents=True)
+    code, out = run_cli(capsys, "federation", "configs/tiny.toml", "--out", used, *fl)
+    assert code != 0 and "--resume" in out and "Traceback" not in out
+    fresh = tmp_path / "fresh"
+    code, out = run_cli(
+        capsys, "federation", "configs/tiny.toml", "--clients-dir", tmp_path, "--out", fresh, *fl, "--resume"
+    )
+    assert code != 0 and "nothing to resume" in out

@@ -1,4 +1,7 @@
 """fedpref's ServerApp with the ClientApp that does all its work in each per-message process."""
 
-from fedpref.engines.flower.client_app import app as client  # noqa: F401
-from fedpref.experiments.deployment import app as server  # noqa: F401
+from fedpref.engines.flower import client_app
+from fedpref.experiments import deployment
+
+server = deployment.app
+client = client_app.app

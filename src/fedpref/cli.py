@@ -186,6 +186,8 @@ def cmd_federation(args: argparse.Namespace, console: Console) -> None:
         raise FedprefError(f"{args.config}: no federated method to run")
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FedprefError(f"{args.out}: nothing to resume (no checkpoints folder)")
+    if not args.resume and ((args.out / "checkpoints").exists() or (args.out / "nodes").exists()):
+        raise FedprefError(f"{args.out} holds a federation's run: continue it with --resume, or choose another --out")
     results = run_federation(
         args.config, args.clients_dir, args.out, methods, args.overrides, args.timeout, console.print, args.resume
     )

@@ -20,6 +20,7 @@ EVALUATE_SELECTOR = "evaluate_selector"  # a latent-conditioned selector's test 
 TRAIN_VARIATIONAL = "train_variational"  # FedVPA-GP / FedVPL local step (fedpref.client.variational)
 RESTORE_MEMORY = "restore_memory"  # resuming: a client reloads its own memory snapshot taken before a round
 PERSONALIZE = "personalize"  # the local phase from models[0]; payload["checkpoints"]: steps at which to test
+AFTER_THE_ROUNDS = 2**31 - 1  # the round a stage after the last round stands for (personalization, selector)
 SECURE_WEIGHT = "secure_weight"  # payload key of a train task whose state the server may see only summed: its weight
 
 

@@ -13,7 +13,7 @@ from fedpref.algorithms.fedavg import FedAvg  # noqa: E402
 from fedpref.engines.flower import messages as m  # noqa: E402
 from fedpref.engines.flower import server_app  # noqa: E402
 from fedpref.engines.loop import finish_method, run_rounds  # noqa: E402
-from fedpref.protocol import PERSONALIZE, RESTORE_MEMORY, ClientInfo, Reply  # noqa: E402
+from fedpref.protocol import AFTER_THE_ROUNDS, PERSONALIZE, RESTORE_MEMORY, ClientInfo, Reply  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -211,4 +211,4 @@ def test_a_node_back_after_the_rounds_restores_its_last_snapshot() -> None:
     grid.dead.add(peers.node_of["c1"])
     grid.partition_of[peers.node_of["c1"] + 1] = 1
     transport.rejoin(server_app.TaskKey("FedVPA-GP", "selector/seen"))
-    assert grid.restored == [("c1", server_app.AFTER_THE_ROUNDS)]
+    assert grid.restored == [("c1", AFTER_THE_ROUNDS)]

@@ -156,6 +156,14 @@ def loopback_env(flwr_home: Path, tls: Tls | None = None) -> tuple[dict, int]:
     return {**os.environ, **QUIET, "PATH": path, "FLWR_HOME": str(flwr_home)}, link
 
 
+def share_of_cores(env: dict, nodes: int) -> dict:
+    """`env` for one of `nodes` SuperNodes sharing this machine: torch's threads set to its share of the cores
+    (unless OMP_NUM_THREADS is set already), so the nodes' concurrent training does not oversubscribe them."""
+    if "OMP_NUM_THREADS" in env:
+        return env
+    return {**env, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(nodes, 1)))}
+
+
 def start_superlink(
     link: int, env: dict, cwd: Path, log: Path, tls: Tls | None = None, node_auth: bool = False
 ) -> subprocess.Popen:
@@ -239,6 +247,7 @@ def run_federation(
     files, logs = client_files(clients_dir), out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env, link = loopback_env(out / "flwr")
+    node_env = share_of_cores(env, len(files))
     processes: list[subprocess.Popen] = []
     try:
         processes.append(start_superlink(link, env, logs, logs / "superlink.log"))
@@ -246,7 +255,7 @@ def run_federation(
             home = out / "nodes" / path.stem  # the node's working folder: empty, it reads only its own file
             home.mkdir(parents=True, exist_ok=True)
             own = f'data-path="{path.resolve()}" memory-dir="{(home / "memory").resolve()}"'
-            processes.append(start_supernode(link, own, env, home, logs / f"node-{path.stem}.log"))
+            processes.append(start_supernode(link, own, node_env, home, logs / f"node-{path.stem}.log"))
         report(f"started a SuperLink on 127.0.0.1:{link} and {len(files)} SuperNodes (logs: {logs})")
         submit(config, len(files), out, methods, overrides, env, logs, resume, app)
         return wait_for_results(out / "results.json", methods, processes, timeout_s, report)

@@ -21,7 +21,7 @@ from fedpref.engines.flower import messages as m
 from fedpref.engines.flower.appconfig import experiment_config
 from fedpref.engines.flower.mods import secure_when_asked
 from fedpref.models.factory import build_reward_model
-from fedpref.protocol import RESTORE_MEMORY, SECURE_WEIGHT, ClientInfo, Reply, State, Task, TaskKey
+from fedpref.protocol import AFTER_THE_ROUNDS, RESTORE_MEMORY, SECURE_WEIGHT, ClientInfo, Reply, State, Task, TaskKey
 
 ConfigSource = Callable[[Context], ExperimentConfig]
 LOCAL_SOURCES = ("jsonl", "pairwise_jsonl")  # formats a node's own file may have (split-clients keeps the rows)
@@ -124,7 +124,7 @@ def answer_task(
     if task.action == RESTORE_MEMORY:
         reply = restore_snapshot(node.client, task, key, context, memory_dir)
     else:
-        restore_memory(node.client, context, key.method)
+        restore_memory(node.client, context, key, memory_dir)
         reply = answer(task, key, node.client, node.trainers)
         keep_memory(node.client, context, key, memory_dir)
     if secure:
@@ -142,12 +142,18 @@ def check_clipping_range(state: State | None, context: Context) -> None:
         raise ValueError(f"a trained value of {largest:.3g} exceeds secure_aggregation.clipping_range = {r}: raise it")
 
 
-def restore_memory(client: EncodedClient, context: Context, method: str) -> None:
+def restore_memory(client: EncodedClient, context: Context, key: TaskKey, memory_dir: Path | None) -> None:
     """The client's private memory lives in the node's Context.state, which Flower keeps across messages
     (a simulation worker may serve several partitions; a deployed node starts a fresh process per message).
-    Each method has its own, as each in-process method run starts with empty memories."""
-    record = context.state.config_records.get(f"{m.MEMORY}.{method}")
-    client.memory = m.record_to_memory(record) if record is not None else {}
+    Each method has its own, as each in-process method run starts with empty memories. A Context.state without
+    it while the node's disk holds a snapshot from an earlier round means the SuperNode restarted on the same
+    node id (with SuperNode authentication, the server sees no new node to ask): the newest such snapshot."""
+    record = context.state.config_records.get(f"{m.MEMORY}.{key.method}")
+    if record is not None:
+        client.memory = m.record_to_memory(record)
+        return
+    before = key.round if isinstance(key.round, int) else AFTER_THE_ROUNDS
+    client.memory = latest_snapshot(memory_dir, client.client_id, key.method, before) or {}
 
 
 def keep_memory(client: EncodedClient, context: Context, key: TaskKey, memory_dir: Path | None) -> None:
@@ -172,14 +178,19 @@ def restore_snapshot(
     client: EncodedClient, task: Task, key: TaskKey, context: Context, memory_dir: Path | None
 ) -> Reply:
     """Resuming before round `before_round`: the memory of the client's last snapshot from an earlier round."""
-    before = int(task.payload["before_round"])
-    earlier = []
-    if memory_dir is not None:
-        folder = memory_dir / client.client_id / key.method
-        earlier = sorted(p for p in folder.glob("round-*.json") if int(p.stem[len("round-") :]) < before)
-    client.memory = json.loads(earlier[-1].read_text(encoding="utf-8")) if earlier else {}
+    snapshot = latest_snapshot(memory_dir, client.client_id, key.method, int(task.payload["before_round"]))
+    client.memory = snapshot or {}
     context.state[f"{m.MEMORY}.{key.method}"] = m.memory_to_record(client.memory)
-    return Reply(client.client_id, len(client.train), metrics={"restored": len(earlier) > 0})
+    return Reply(client.client_id, len(client.train), metrics={"restored": snapshot is not None})
+
+
+def latest_snapshot(memory_dir: Path | None, client_id: str, method: str, before: int) -> dict | None:
+    """The memory of the client's newest snapshot from a round before `before` (None: there is none)."""
+    if memory_dir is None:
+        return None
+    folder = memory_dir / client_id / method
+    earlier = sorted(p for p in folder.glob("round-*.json") if int(p.stem[len("round-") :]) < before)
+    return json.loads(earlier[-1].read_text(encoding="utf-8")) if earlier else None
 
 
 def make_client_app(source: ConfigSource, memory_dir: Path | None = None) -> ClientApp:

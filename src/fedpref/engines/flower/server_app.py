@@ -13,11 +13,10 @@ from flwr.serverapp import Grid, ServerApp
 from fedpref.config import SecureAggregationConfig
 from fedpref.engines.flower import messages as m
 from fedpref.engines.loop import task_keys
-from fedpref.protocol import RESTORE_MEMORY, Aggregate, ClientInfo, Reply, Task, TaskKey
+from fedpref.protocol import AFTER_THE_ROUNDS, RESTORE_MEMORY, Aggregate, ClientInfo, Reply, Task, TaskKey
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
 LOCAL = -1  # the partition id of a node with its own data file (client_app.LOCAL)
-AFTER_THE_ROUNDS = 2**31 - 1  # `before_round` of a memory restore in the stages after the last round
 
 
 @dataclass
