@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint reproduce clean-venv
+.PHONY: run test lint reproduce figures clean-venv
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ reproduce: $(STAMP)
 		--grid "algorithm.phase2_start='fresh','continue'" --out $(REPRO)/phase2
 	$(BIN)/fedpref summarize $(REPRO) --pair FedGD,FL --out $(REPRO)/summary.md --csv $(REPRO)/summary.csv \
 		--plot $(REPRO)/curves.png
+
+# Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
+# runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
+figures: $(STAMP)
+	FEDPREF=$(BIN)/fedpref scripts/docs_figures.sh
 
 clean-venv:
 	rm -rf $(VENV)
