@@ -252,7 +252,7 @@ def run_federation(
     try:
         processes.append(start_superlink(link, env, logs, logs / "superlink.log"))
         for path in files:
-            home = out / "nodes" / path.stem  # the node's working folder: empty, it reads only its own file
+            home = out / "nodes" / path.stem  # the node's working folder: no data (it reads only its own file)
             home.mkdir(parents=True, exist_ok=True)
             own = f'data-path="{path.resolve()}" memory-dir="{(home / "memory").resolve()}"'
             processes.append(start_supernode(link, own, node_env, home, logs / f"node-{path.stem}.log"))
