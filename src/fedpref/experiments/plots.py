@@ -244,7 +244,8 @@ def plot_latents(methods: dict, path: Path, figure_format: str | None = None) ->
         ax.set_title(f"{name}: client latents", fontsize=9)
     traced = any(sel.get("latent_trace") for sel in shown.values())
     handles = latent_legend(colours, kinds, traced)
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    columns = min(len(handles), 2 * len(shown))  # a one-panel figure is too narrow for one row of four
+    fig.legend(handles=handles, loc="outside lower center", ncol=columns, fontsize=8, frameon=False)
     return save_figure(fig, path, figure_format)
 
 
