@@ -46,15 +46,16 @@ def main(grid: Grid, context: Context) -> None:
     federation = Federation(transport, peers.infos, peers.held_out, FLOWER)
     model = build_reward_model(cfg)
     log = RoundsLog(out, saved["rounds"] if saved else [])
+    save = checkpoint_saver(out, cfg, results, log)
     for method in [name for name in settings.methods if name not in results["methods"]]:
         current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == method else None
-        checkpoints = Checkpoints(checkpoint_saver(out, cfg, results, log), cfg.federation.checkpoint_every, current)
+        checkpoints = Checkpoints(save, cfg.federation.checkpoint_every, current)
         result, _ = execute_method(
             method, cfg, federation, None, None, log, checkpoints=checkpoints, model=(model, trainable_state(model))
         )
         LOG.info("fedpref: %s acc_mean %s", method, result["personalization"]["acc_mean"])
         results["methods"][method] = result
-        checkpoint_saver(out, cfg, results, log)(None)
+        save(None)
         if out:
             outputs.write_json(results, out / "results.json")
 
