@@ -33,6 +33,7 @@ DTYPES = ("fp32", "bf16", "fp16")
 PHASE2_STARTS = ("fresh", "continue")
 FEDGD_PARTITIONS = ("discovered", "true")
 PRECISIONS = ("auto", "fp32", "bf16")
+PERSONALIZATION_ADAPT = ("all", "head", "adapters")  # fedpref.client.trainer.adapted_params
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
 LOG_BACKENDS = ("tensorboard", "wandb", "csv")  # fedpref.experiments.tracking
 
@@ -113,6 +114,11 @@ class DataConfig:
     label_noise: float = _help(
         "Synthetic: fraction of each client's pairs (train, val and test alike) whose chosen and rejected are "
         "swapped; exactly round(label_noise x pairs) per client, chosen by a generator seeded from (seed, client).",
+        0.0,
+    )
+    style_mix: float = _help(
+        "Synthetic: probability that each aligned sentence pair of a pair's two responses changes sides, so both "
+        "carry both styles and the contrast shrinks by 1 - 2 x style_mix (a harder benchmark); 0 keeps it unchanged.",
         0.0,
     )
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
@@ -219,6 +225,11 @@ class PersonalizationConfig:
     )
     lr: float = _help("Personalization learning rate (0: the training lr).", 0.0)
     batch_size: int = _help("Personalization batch size (0: the training batch size).", 0)
+    adapt: str = _help(
+        "What personalization updates: 'all' trainable parameters (LoRA and head), only the reward 'head', or only "
+        "the LoRA 'adapters'; the rest stays at the initialization.",
+        "all",
+    )
 
 
 @dataclass
@@ -623,6 +634,7 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     )
     need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
     need(0.0 <= c.data.label_noise <= 0.5, "data.label_noise", "must be in [0, 0.5]")
+    need(0.0 <= c.data.style_mix < 0.5, "data.style_mix", "must be in [0, 0.5)")
     axes = c.data.synthetic_axes
     need(
         bool(axes) and set(axes) <= set(SYNTHETIC_AXES) and len(set(axes)) == len(axes),
@@ -687,6 +699,7 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     )
     need(c.personalization.lr >= 0, "personalization.lr", "must be >= 0")
     need(c.personalization.batch_size >= 0, "personalization.batch_size", "must be >= 0")
+    need(c.personalization.adapt in PERSONALIZATION_ADAPT, "personalization.adapt", f"one of {PERSONALIZATION_ADAPT}")
     need(c.diagnostics.eta >= 0, "diagnostics.eta", "must be >= 0")
     need(c.diagnostics.steps >= 0, "diagnostics.steps", "must be >= 0")
     need(0.0 <= c.diagnostics.body_fraction <= 1.0, "diagnostics.body_fraction", "must be in [0, 1]")

@@ -1,5 +1,6 @@
 """Tests for the offline synthetic style benchmark generator."""
 
+import random
 import re
 import statistics
 from collections import Counter
@@ -15,6 +16,7 @@ from fedpref.data.synthetic import (
     PROMPT_CAPACITY,
     _prompt,
     client_id,
+    exchange_sentences,
     flip_labels,
     generate_synthetic,
     generate_synthetic_with_axes,
@@ -223,3 +225,22 @@ def test_label_noise_zero_leaves_the_benchmark_identical_and_noise_flips_per_cli
     assert [axis for _, axis in noisy] == [axis for _, axis in clean]
     swapped = Counter(a.client for (a, _), (b, _) in zip(clean, noisy, strict=True) if a != b)
     assert swapped == {client_id(k): 2 for k in range(4)}  # round(0.1 * 20) per client
+
+
+def test_exchange_sentences_swaps_aligned_positions_only():
+    a, b = ["a0", "a1", "a2"], ["b0", "b1"]
+    assert exchange_sentences(a, b, 0.0, random.Random(0)) == (a, b)
+    assert exchange_sentences(a, b, 1.0 - 1e-12, random.Random(0)) == (["b0", "b1", "a2"], ["a0", "a1"])
+
+
+def test_style_mix_moves_sentences_between_the_responses_of_a_pair():
+    clean = make_items(200, seed=4)
+    assert make_items(200, seed=4, style_mix=0.0) == clean
+    mixed = make_items(200, seed=4, style_mix=0.3)
+    assert [(i.prompt, i.axis, i.register) for i in mixed] == [(i.prompt, i.axis, i.register) for i in clean]
+    # the pair's words are the same, only their side changes; some pairs changed, some did not
+    assert all(Counter(" ".join(m.texts).split()) == Counter(" ".join(c.texts).split()) for m, c in zip(mixed, clean))
+    changed = sum(m.texts != c.texts for m, c in zip(mixed, clean))
+    assert 0 < changed < 200
+    with pytest.raises(ConfigError, match="style_mix"):
+        make_items(10, seed=4, style_mix=0.5)

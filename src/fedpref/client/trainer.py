@@ -11,7 +11,7 @@ from torch import nn
 
 from fedpref.client.losses import accuracy, pairwise_loss
 from fedpref.config import ExperimentConfig
-from fedpref.models.adapters import State, load_trainable_state, trainable_state
+from fedpref.models.adapters import State, load_trainable_state, lora_layer_index, trainable_state
 from fedpref.models.encoded import EncodedPairs
 
 
@@ -26,6 +26,7 @@ class OptimConfig:
     weight_decay: float = 0.0
     precision: str = "fp32"  # "bf16": autocast the forward (weights and optimizer as loaded); "auto": bf16 on CUDA
     eval_chunk: int = 64
+    adapt: str = "all"  # which trainable parameters the optimizer steps: "all", "head" or "adapters" (LoRA)
 
 
 @dataclass
@@ -66,6 +67,21 @@ class BatchStream:
         return batch
 
 
+def adapted_params(model: nn.Module, adapt: str) -> list[nn.Parameter]:
+    """The trainable parameters an optimizer steps: every one ("all"), the reward head's ("head": those outside
+    the transformer layers) or the LoRA adapters' ("adapters"); the others keep their loaded values."""
+    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    if adapt == "all":
+        return [p for _, p in named]
+    if adapt not in ("head", "adapters"):
+        raise ValueError(f"adapt must be 'all', 'head' or 'adapters', got {adapt!r}")
+    in_layers = {name for name, _ in named if lora_layer_index(name) is not None}
+    chosen = [p for name, p in named if (name in in_layers) == (adapt == "adapters")]
+    if not chosen:
+        raise ValueError(f"the model has no {adapt} parameters to adapt")
+    return chosen
+
+
 class LocalTrainer:
     """Runs `steps` AdamW steps of the pairwise loss from a given trainable state."""
 
@@ -81,7 +97,8 @@ class LocalTrainer:
 
     def new_optimizer(self) -> torch.optim.Optimizer:
         o = self.optim
-        return torch.optim.AdamW(self.params, lr=o.lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
+        params = adapted_params(self.model, o.adapt)
+        return torch.optim.AdamW(params, lr=o.lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
 
     def train(self, state: State, data: EncodedPairs, steps: int, generator: torch.Generator) -> tuple[State, float]:
         """Local update: returns the new trainable state and the mean training loss."""
@@ -100,7 +117,7 @@ class LocalTrainer:
             with self.autocast():
                 margins = self.model.margins(data, stream.next())
             loss = pairwise_loss(margins.float())
-            optimizer.zero_grad(set_to_none=True)
+            self.model.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
@@ -132,5 +149,5 @@ def optim_configs(cfg: ExperimentConfig) -> tuple[OptimConfig, OptimConfig]:
         beta1=t.beta1, beta2=t.beta2, weight_decay=t.weight_decay, precision=t.precision, eval_chunk=t.eval_batch_size
     )
     train = OptimConfig(t.lr, t.batch_size, **common)
-    pers = OptimConfig(p.lr or t.lr, p.batch_size or t.batch_size, **common)
+    pers = OptimConfig(p.lr or t.lr, p.batch_size or t.batch_size, adapt=p.adapt, **common)
     return train, pers

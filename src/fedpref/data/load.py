@@ -21,7 +21,11 @@ def load_pairs(cfg: ExperimentConfig) -> list[PreferencePair]:
 
 def _synthetic(cfg: ExperimentConfig) -> list[PreferencePair]:
     pairs = generate_synthetic_with_axes(
-        cfg.data.group_sizes, cfg.data.pairs_per_axis, cfg.seed, label_noise=cfg.data.label_noise
+        cfg.data.group_sizes,
+        cfg.data.pairs_per_axis,
+        cfg.seed,
+        label_noise=cfg.data.label_noise,
+        style_mix=cfg.data.style_mix,
     )
     return [pair for pair, axis in pairs if axis in cfg.data.synthetic_axes]
 

@@ -234,8 +234,9 @@ def _humor_templates(register: _Register, domain: str, rng: random.Random) -> li
 
 def _compose(
     style: str, register_name: str, domain: str, slots: dict[str, str], target: int, rng: random.Random
-) -> str:
-    """One response of about `target` words in the plain register `register_name`, with jokes if `style` is humorous."""
+) -> list[str]:
+    """The sentences of one response of about `target` words in the plain register `register_name`, with jokes
+    if `style` is humorous."""
     register = _REGISTERS[register_name]
     humorous = style == "humorous"
     openers = HUMOR_OPENERS if humorous else register.openers
@@ -248,7 +249,7 @@ def _compose(
     else:
         templates, min_count = _plain_templates(register, rng, register.max_body), register.min_sentences
     body = _fill(templates, slots, target - _words(opener) - _words(closer), min_count)
-    return " ".join(part for part in (opener, *body, closer) if part)
+    return [part for part in (opener, *body, closer) if part]
 
 
 def _gap(a: str, b: str) -> float:
@@ -256,24 +257,24 @@ def _gap(a: str, b: str) -> float:
     return abs(na - nb) / max(na, nb) + (1.0 if max(na, nb) > MAX_WORDS else 0.0)
 
 
-def _make_texts(axis: str, register: str | None, topic: _Topic, rng: random.Random) -> tuple[str, str]:
-    """Two length-matched responses in AXIS_STYLES[axis] order.
+def _make_texts(axis: str, register: str | None, topic: _Topic, rng: random.Random) -> tuple[list[str], list[str]]:
+    """The sentences of two length-matched responses in AXIS_STYLES[axis] order.
 
     A randomly chosen side is written to a random target length and the other side to that side's length,
     so neither style is systematically longer; pairs whose lengths still differ too much are redrawn.
     """
     styles = AXIS_STYLES[axis]
     registers = styles if register is None else (register, register)
-    best, best_gap = ("", ""), float("inf")
+    best, best_gap = ([], []), float("inf")
     for _ in range(_ATTEMPTS):
         slots = _slots(topic, rng)
         first = 0 if rng.random() < 0.5 else 1
-        texts = ["", ""]
+        texts: list[list[str]] = [[], []]
         target = MIN_TARGET_WORDS + int(rng.random() * (MAX_TARGET_WORDS - MIN_TARGET_WORDS + 1))
         for side in (first, 1 - first):
             texts[side] = _compose(styles[side], registers[side], topic.domain, slots, target, rng)
-            target = _words(texts[side])
-        gap = _gap(texts[0], texts[1])
+            target = _words(" ".join(texts[side]))
+        gap = _gap(" ".join(texts[0]), " ".join(texts[1]))
         if gap < best_gap:
             best, best_gap = (texts[0], texts[1]), gap
         if gap <= MAX_LENGTH_GAP:
@@ -281,8 +282,29 @@ def _make_texts(axis: str, register: str | None, topic: _Topic, rng: random.Rand
     return best
 
 
-def make_items(n: int, seed: int) -> list[StyleItem]:
-    """`n` unlabeled items with distinct prompts; axes alternate "level", "humor", ... Deterministic per (n, seed)."""
+def exchange_sentences(
+    a: Sequence[str], b: Sequence[str], fraction: float, rng: random.Random
+) -> tuple[list[str], list[str]]:
+    """`a` and `b` with each aligned sentence pair (position j < min length) swapped with probability `fraction`.
+
+    Both responses then carry material of both styles, in expectation (1 - fraction) of their own: the pair's
+    style contrast shrinks by a factor 1 - 2 x fraction while topic and length stay as they were.
+    """
+    a, b = list(a), list(b)
+    for j in range(min(len(a), len(b))):
+        if rng.random() < fraction:
+            a[j], b[j] = b[j], a[j]
+    return a, b
+
+
+def make_items(n: int, seed: int, style_mix: float = 0.0) -> list[StyleItem]:
+    """`n` unlabeled items with distinct prompts; axes alternate "level", "humor", ... Deterministic per arguments.
+
+    `style_mix` > 0 exchanges sentences between each item's two responses (`exchange_sentences`, a generator
+    seeded from (seed, item)) after the items are drawn, so the same prompts and sentences only change sides.
+    """
+    if not 0.0 <= style_mix < 0.5:
+        raise ConfigError(f"synthetic benchmark: style_mix must be in [0, 0.5), got {style_mix}")
     if n < 1:
         raise ConfigError(f"synthetic benchmark: need at least 1 item, got {n}")
     if n > PROMPT_CAPACITY:
@@ -295,7 +317,10 @@ def make_items(n: int, seed: int) -> list[StyleItem]:
         topic, prompt = _prompt(index)
         axis = AXES[i % len(AXES)]
         register = _choice(rng, HUMOR_REGISTERS) if axis == "humor" else None
-        items.append(StyleItem(prompt, axis, _make_texts(axis, register, topic, rng), register))
+        a, b = _make_texts(axis, register, topic, rng)
+        if style_mix:
+            a, b = exchange_sentences(a, b, style_mix, random.Random(f"style-mix/{seed}/{i}"))
+        items.append(StyleItem(prompt, axis, (" ".join(a), " ".join(b)), register))
     return items
 
 
@@ -330,18 +355,18 @@ def _check_sizes(group_sizes: Sequence[int], pairs_per_axis: int) -> None:
 
 
 def generate_synthetic_with_axes(
-    group_sizes: Sequence[int], pairs_per_axis: int, seed: int, label_noise: float = 0.0
+    group_sizes: Sequence[int], pairs_per_axis: int, seed: int, label_noise: float = 0.0, style_mix: float = 0.0
 ) -> list[tuple[PreferencePair, str]]:
     """All clients' (pair, axis) tuples, clients ordered by group; deterministic per arguments.
 
     Client k gets items k*2P .. (k+1)*2P - 1 of `make_items` (P = pairs_per_axis), alternating axes,
     so each client has P "level" and P "humor" pairs; no prompt appears twice in the benchmark.
     `label_noise` > 0 swaps chosen and rejected of exactly round(label_noise * 2P) pairs per client
-    (`flip_labels`); 0 leaves the benchmark unchanged.
+    (`flip_labels`); 0 leaves the benchmark unchanged. `style_mix` > 0 mixes each pair's styles (`make_items`).
     """
     _check_sizes(group_sizes, pairs_per_axis)
     per_client = len(AXES) * pairs_per_axis
-    items = make_items(sum(group_sizes) * per_client, seed)
+    items = make_items(sum(group_sizes) * per_client, seed, style_mix)
     groups = [group for group, size in zip(GROUPS, group_sizes, strict=True) for _ in range(size)]
     out = []
     for k, group in enumerate(groups):
