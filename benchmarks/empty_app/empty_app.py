@@ -20,6 +20,10 @@ def echo(msg: Message, context: Context) -> Message:
 @server.main()
 def main(grid: Grid, context: Context) -> None:
     rounds, wanted = int(context.run_config["rounds"]), int(context.run_config["nodes"])
+    if (interval := float(context.run_config["pull-interval"])) > 0:  # else Flower's own 3 s between pulls
+        from fedpref.engines.flower.polling_grid import PollingGrid
+
+        grid = PollingGrid(grid, interval)
     while len(nodes := list(grid.get_node_ids())) < wanted:
         time.sleep(0.5)
     seconds = []

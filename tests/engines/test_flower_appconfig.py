@@ -39,12 +39,15 @@ def test_bad_run_configs_are_named() -> None:
         appconfig.experiment_config({"config-path": str(TINY), "overrides": "federation.roundz=3"})
     with pytest.raises(ConfigError, match="method"):
         appconfig.server_settings({})
+    with pytest.raises(ConfigError, match="pull-interval"):
+        appconfig.server_settings({"method": "FL", "pull-interval": 0})
 
 
 def test_server_settings() -> None:
     s = appconfig.server_settings({"method": "FL, FedGD", "reply-timeout": 30, "out-dir": "/tmp/x"})
     assert s.methods == ("FL", "FedGD") and s.reply_timeout_s == 30.0 and s.out_dir == "/tmp/x"
-    assert s.node_wait_s == appconfig.DEFAULT_NODE_WAIT_S
+    assert s.node_wait_s == appconfig.DEFAULT_NODE_WAIT_S and s.pull_interval_s == appconfig.DEFAULT_PULL_INTERVAL_S
+    assert appconfig.server_settings({"method": "FL", "pull-interval": 0.5}).pull_interval_s == 0.5
 
 
 def test_pyproject_app_config_names_the_apps_and_valid_keys() -> None:
@@ -55,7 +58,9 @@ def test_pyproject_app_config_names_the_apps_and_valid_keys() -> None:
         "serverapp": "fedpref.experiments.deployment:app",
         "clientapp": "fedpref.engines.flower.node_app:app",
     }
-    assert appconfig.server_settings(app["config"]).reply_timeout_s == appconfig.DEFAULT_REPLY_TIMEOUT_S
+    settings = appconfig.server_settings(app["config"])
+    assert settings.reply_timeout_s == appconfig.DEFAULT_REPLY_TIMEOUT_S
+    assert settings.pull_interval_s == appconfig.DEFAULT_PULL_INTERVAL_S
     assert appconfig.experiment_config({**app["config"], "config-path": str(ROOT / app["config"]["config-path"])})
 
 

@@ -12,6 +12,7 @@ from fedpref.algorithms.registry import check_methods, method_spec
 from fedpref.config import ExperimentConfig
 from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.engines.flower.appconfig import experiment_config, server_settings
+from fedpref.engines.flower.polling_grid import PollingGrid
 from fedpref.engines.flower.server_app import GridTransport, discover
 from fedpref.errors import ConfigError
 from fedpref.experiments import outputs
@@ -41,6 +42,7 @@ def main(grid: Grid, context: Context) -> None:
         out.mkdir(parents=True, exist_ok=True)
         if saved is None:
             outputs.write_config(cfg, out)
+    grid = PollingGrid(grid, settings.pull_interval_s)
     peers = discover(grid, cfg.digest(), settings.node_wait_s, settings.reply_timeout_s, settings.expected_clients)
     transport = GridTransport(grid, peers, settings.reply_timeout_s, cfg.digest(), cfg.secure_aggregation)
     federation = Federation(transport, peers.infos, peers.held_out, FLOWER)

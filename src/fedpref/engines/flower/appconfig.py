@@ -13,6 +13,7 @@ from fedpref.errors import ConfigError
 
 DEFAULT_REPLY_TIMEOUT_S = 600.0  # the longest a stage waits for its replies (mirrored in pyproject.toml)
 DEFAULT_NODE_WAIT_S = 120.0  # the longest the server waits for every partition's node to connect
+DEFAULT_PULL_INTERVAL_S = 0.2  # how often a deployed stage asks the SuperLink for its replies (Flower's own: 3 s)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class ServerSettings:
     out_dir: str = ""
     expected_clients: int = 0  # nodes with their own data file: how many to wait for (0: partitions say)
     resume: bool = False  # continue from the last complete checkpoint in out_dir
+    pull_interval_s: float = DEFAULT_PULL_INTERVAL_S
 
 
 def split_overrides(text: str) -> list[str]:
@@ -57,6 +59,9 @@ def server_settings(run_config: Mapping[str, Any]) -> ServerSettings:
     methods = tuple(name.strip() for name in str(run_config.get("method", "")).split(",") if name.strip())
     if not methods:
         raise ConfigError('the Flower run config needs \'method\' (e.g. "FL" or "FL,FedGD")')
+    pull_interval_s = float(run_config.get("pull-interval", DEFAULT_PULL_INTERVAL_S))
+    if pull_interval_s <= 0:
+        raise ConfigError(f"the Flower run config's 'pull-interval' must be > 0 seconds, got {pull_interval_s}")
     return ServerSettings(
         methods=methods,
         reply_timeout_s=float(run_config.get("reply-timeout", DEFAULT_REPLY_TIMEOUT_S)),
@@ -64,4 +69,5 @@ def server_settings(run_config: Mapping[str, Any]) -> ServerSettings:
         out_dir=str(run_config.get("out-dir", "")),
         expected_clients=int(run_config.get("clients", 0)),
         resume=bool(run_config.get("resume", False)),
+        pull_interval_s=pull_interval_s,
     )
