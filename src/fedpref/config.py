@@ -118,7 +118,8 @@ class DataConfig:
     )
     style_mix: float = _help(
         "Synthetic: probability that each aligned sentence pair of a pair's two responses changes sides, so both "
-        "carry both styles and the contrast shrinks by 1 - 2 x style_mix (a harder benchmark); 0 keeps it unchanged.",
+        "carry both styles and the contrast shrinks by 1 - 2 x style_mix; 0 keeps it unchanged. Measured to act "
+        "like label noise on a lone client and a whole group alike (docs/calibration.md, lever 5).",
         0.0,
     )
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
