@@ -87,7 +87,7 @@ class LocalTrainer:
 
     def __init__(self, model: nn.Module, optim: OptimConfig):
         self.model, self.optim = model, optim
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.params = adapted_params(model, optim.adapt)  # what the optimizer steps
 
     def autocast(self):
         device = next(iter(self.params)).device.type
@@ -97,8 +97,7 @@ class LocalTrainer:
 
     def new_optimizer(self) -> torch.optim.Optimizer:
         o = self.optim
-        params = adapted_params(self.model, o.adapt)
-        return torch.optim.AdamW(params, lr=o.lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
+        return torch.optim.AdamW(self.params, lr=o.lr, betas=(o.beta1, o.beta2), weight_decay=o.weight_decay)
 
     def train(self, state: State, data: EncodedPairs, steps: int, generator: torch.Generator) -> tuple[State, float]:
         """Local update: returns the new trainable state and the mean training loss."""
