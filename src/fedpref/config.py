@@ -122,6 +122,13 @@ class DataConfig:
         "like label noise on a lone client and a whole group alike (docs/calibration.md, lever 5).",
         0.0,
     )
+    cues: str = _help(
+        "Synthetic: 'plain', a group's preferred style always wins; 'composed', it wins for elementary-register "
+        "humor pairs and everyday topics and loses for neutral-register humor pairs and academic topics "
+        "(history, language, science, space, technology), so the cue is a style together with a context both "
+        "responses share (docs/calibration.md, lever 5b).",
+        "plain",
+    )
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
     test_pairs: int = _help("Test pairs per client (paper: 50).", 50)
     max_length: int = _help("Tokens per encoded sequence; longer inputs are truncated.", 128)
@@ -636,6 +643,7 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
     need(0.0 <= c.data.label_noise <= 0.5, "data.label_noise", "must be in [0, 0.5]")
     need(0.0 <= c.data.style_mix < 0.5, "data.style_mix", "must be in [0, 0.5)")
+    need(c.data.cues in ("plain", "composed"), "data.cues", "must be 'plain' or 'composed'")
     axes = c.data.synthetic_axes
     need(
         bool(axes) and set(axes) <= set(SYNTHETIC_AXES) and len(set(axes)) == len(axes),

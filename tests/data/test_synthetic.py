@@ -14,10 +14,12 @@ from fedpref.data.synthetic import (
     GROUP_PREFERENCES,
     GROUPS,
     PROMPT_CAPACITY,
+    StyleItem,
     _prompt,
     client_id,
     exchange_sentences,
     flip_labels,
+    flipped_context,
     generate_synthetic,
     generate_synthetic_with_axes,
     label_for_group,
@@ -244,3 +246,41 @@ def test_style_mix_moves_sentences_between_the_responses_of_a_pair():
     assert 0 < changed < 200
     with pytest.raises(ConfigError, match="style_mix"):
         make_items(10, seed=4, style_mix=0.5)
+
+
+def test_composed_cues_flip_the_preference_in_the_flipped_context_only(items):
+    for item in items[:200]:
+        for group in GROUPS:
+            plain = label_for_group(item, group)
+            composed = label_for_group(item, group, "composed")
+            assert composed == (plain[::-1] if flipped_context(item) else plain)
+
+
+def test_flipped_contexts_are_the_neutral_register_and_academic_topics():
+    def item(axis, register, domain):
+        return StyleItem("p", axis, ("a", "b"), register, domain)
+
+    assert flipped_context(item("humor", "neutral", "science"))
+    assert not flipped_context(item("humor", "elementary", "science"))
+    assert flipped_context(item("level", None, "science"))
+    assert not flipped_context(item("level", None, "cooking"))
+    # G1 prefers the humorous and the elementary response; composed cues reverse it in those contexts
+    assert label_for_group(item("humor", "neutral", "cooking"), "G1", "composed") == ("b", "a")
+    assert label_for_group(item("level", None, "cooking"), "G1", "composed") == ("a", "b")
+
+
+def test_composed_cues_flip_about_half_of_each_axis(items):
+    for axis in AXES:
+        share = statistics.mean(flipped_context(item) for item in by_axis(items, axis))
+        assert 0.35 < share < 0.65, (axis, share)
+
+
+def test_composed_cues_keep_the_items_and_reject_unknown_cues():
+    plain = generate_synthetic_with_axes([1, 1, 1, 1], 10, seed=5)
+    composed = generate_synthetic_with_axes([1, 1, 1, 1], 10, seed=5, cues="composed")
+    assert [(p.prompt, {p.chosen, p.rejected}, axis) for p, axis in plain] == [
+        (p.prompt, {p.chosen, p.rejected}, axis) for p, axis in composed
+    ]
+    assert 0 < sum(a != b for (a, _), (b, _) in zip(plain, composed, strict=True)) < len(plain)
+    with pytest.raises(ConfigError, match="cues"):
+        generate_synthetic_with_axes([1, 1, 1, 1], 10, seed=5, cues="mixed")

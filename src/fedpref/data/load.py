@@ -26,6 +26,7 @@ def _synthetic(cfg: ExperimentConfig) -> list[PreferencePair]:
         cfg.seed,
         label_noise=cfg.data.label_noise,
         style_mix=cfg.data.style_mix,
+        cues=cfg.data.cues,
     )
     return [pair for pair, axis in pairs if axis in cfg.data.synthetic_axes]
 

@@ -28,6 +28,15 @@ GROUP_PREFERENCES: dict[str, dict[str, str]] = {
 }
 # Register shared by both responses of a humor-axis pair.
 HUMOR_REGISTERS: tuple[str, ...] = ("elementary", "neutral")
+# How a group's preference is read from an item: "plain", its preferred style always wins; "composed", its
+# preferred style wins in one context and the other style in the other (`FLIPPED_CONTEXT`), so the cue is a style
+# *with* a context both responses share, not a style word alone.
+CUES: tuple[str, ...] = ("plain", "composed")
+# Composed cues: contexts where a group's preference flips. Humor: the pair's shared register is neutral (the
+# group's humor preference holds for elementary-register pairs). Level: the prompt's topic is academic (the
+# group's reading level holds for everyday topics).
+FLIPPED_REGISTERS: frozenset[str] = frozenset({"neutral"})
+ACADEMIC_DOMAINS: frozenset[str] = frozenset({"history", "language", "science", "space", "technology"})
 
 MIN_TARGET_WORDS, MAX_TARGET_WORDS = 30, 50
 MAX_WORDS = 62
@@ -108,6 +117,7 @@ class StyleItem:
     axis: str  # "level" or "humor"
     texts: tuple[str, str]  # responses in AXIS_STYLES[axis] order
     register: str | None = None  # shared plain register of a humor-axis pair ("elementary" or "neutral")
+    domain: str = ""  # the prompt's topic domain (synthetic_vocabulary.json), e.g. "science"
 
     def text(self, style: str) -> str:
         """The response written in `style` (one of AXIS_STYLES[self.axis])."""
@@ -320,16 +330,29 @@ def make_items(n: int, seed: int, style_mix: float = 0.0) -> list[StyleItem]:
         a, b = _make_texts(axis, register, topic, rng)
         if style_mix:
             a, b = exchange_sentences(a, b, style_mix, random.Random(f"style-mix/{seed}/{i}"))
-        items.append(StyleItem(prompt, axis, (" ".join(a), " ".join(b)), register))
+        items.append(StyleItem(prompt, axis, (" ".join(a), " ".join(b)), register, topic.domain))
     return items
 
 
-def label_for_group(item: StyleItem, group: str) -> tuple[str, str]:
-    """(chosen, rejected) for `group`: chosen is the response in the group's preferred style on the item's axis."""
+def flipped_context(item: StyleItem) -> bool:
+    """Whether composed cues reverse a group's preference on `item`: a neutral-register humor pair, or a level
+    pair whose topic is academic."""
+    if item.axis == "humor":
+        return item.register in FLIPPED_REGISTERS
+    return item.domain in ACADEMIC_DOMAINS
+
+
+def label_for_group(item: StyleItem, group: str, cues: str = "plain") -> tuple[str, str]:
+    """(chosen, rejected) for `group`: chosen is the response in the group's preferred style on the item's axis;
+    with `cues` "composed", the other response where `flipped_context(item)`."""
     if group not in GROUP_PREFERENCES:
         raise ConfigError(f"unknown preference group {group!r}; expected one of {', '.join(GROUPS)}")
+    if cues not in CUES:
+        raise ConfigError(f"synthetic benchmark: cues must be one of {', '.join(CUES)}, got {cues!r}")
     preferred = GROUP_PREFERENCES[group][item.axis]
     other = next(style for style in AXIS_STYLES[item.axis] if style != preferred)
+    if cues == "composed" and flipped_context(item):
+        preferred, other = other, preferred
     return item.text(preferred), item.text(other)
 
 
@@ -355,7 +378,12 @@ def _check_sizes(group_sizes: Sequence[int], pairs_per_axis: int) -> None:
 
 
 def generate_synthetic_with_axes(
-    group_sizes: Sequence[int], pairs_per_axis: int, seed: int, label_noise: float = 0.0, style_mix: float = 0.0
+    group_sizes: Sequence[int],
+    pairs_per_axis: int,
+    seed: int,
+    label_noise: float = 0.0,
+    style_mix: float = 0.0,
+    cues: str = "plain",
 ) -> list[tuple[PreferencePair, str]]:
     """All clients' (pair, axis) tuples, clients ordered by group; deterministic per arguments.
 
@@ -363,6 +391,7 @@ def generate_synthetic_with_axes(
     so each client has P "level" and P "humor" pairs; no prompt appears twice in the benchmark.
     `label_noise` > 0 swaps chosen and rejected of exactly round(label_noise * 2P) pairs per client
     (`flip_labels`); 0 leaves the benchmark unchanged. `style_mix` > 0 mixes each pair's styles (`make_items`).
+    `cues` "composed" labels by `label_for_group`'s composed rule; the items are the same as with "plain".
     """
     _check_sizes(group_sizes, pairs_per_axis)
     per_client = len(AXES) * pairs_per_axis
@@ -371,7 +400,7 @@ def generate_synthetic_with_axes(
     out = []
     for k, group in enumerate(groups):
         for item in items[k * per_client : (k + 1) * per_client]:
-            chosen, rejected = label_for_group(item, group)
+            chosen, rejected = label_for_group(item, group, cues)
             out.append((PreferencePair(item.prompt, chosen, rejected, client_id(k), group), item.axis))
     if label_noise:
         noisy = flip_labels([pair for pair, _ in out], label_noise, seed)
