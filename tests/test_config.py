@@ -105,7 +105,7 @@ def test_every_option_has_help():
         ("train.beta2=1.5", r"--set train\.beta2=1\.5: 'train\.beta1/beta2' must be in"),
         ("train=1", r"--set train=1: 'train' is a section"),
         ("train.lr.x=1", r"--set train\.lr\.x=1: 'train\.lr' is not a section"),
-        ("data.cues=mixed", r"--set data\.cues=mixed: 'data\.cues' must be 'plain' or 'composed'"),
+        ("data.cues=mixed", r"--set data\.cues=mixed: 'data\.cues' must be one of plain, composed"),
     ],
 )
 def test_override_mistakes_are_blamed_on_set(tmp_path, item, message):

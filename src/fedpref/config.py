@@ -35,6 +35,7 @@ FEDGD_PARTITIONS = ("discovered", "true")
 PRECISIONS = ("auto", "fp32", "bf16")
 PERSONALIZATION_ADAPT = ("all", "head", "adapters")  # fedpref.client.trainer.adapted_params
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
+SYNTHETIC_CUES = ("plain", "composed")  # fedpref.data.synthetic.CUES
 LOG_BACKENDS = ("tensorboard", "wandb", "csv")  # fedpref.experiments.tracking
 
 
@@ -126,7 +127,7 @@ class DataConfig:
         "Synthetic: 'plain', a group's preferred style always wins; 'composed', it wins for elementary-register "
         "humor pairs and everyday topics and loses for neutral-register humor pairs and academic topics "
         "(history, language, science, space, technology), so the cue is a style together with a context both "
-        "responses share (docs/calibration.md, lever 5b).",
+        "responses share (docs/calibration.md, lever 5c).",
         "plain",
     )
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
@@ -643,7 +644,7 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     need(c.data.pairs_per_axis >= 1, "data.pairs_per_axis", "must be >= 1")
     need(0.0 <= c.data.label_noise <= 0.5, "data.label_noise", "must be in [0, 0.5]")
     need(0.0 <= c.data.style_mix < 0.5, "data.style_mix", "must be in [0, 0.5)")
-    need(c.data.cues in ("plain", "composed"), "data.cues", "must be 'plain' or 'composed'")
+    need(c.data.cues in SYNTHETIC_CUES, "data.cues", f"must be one of {', '.join(SYNTHETIC_CUES)}")
     axes = c.data.synthetic_axes
     need(
         bool(axes) and set(axes) <= set(SYNTHETIC_AXES) and len(set(axes)) == len(axes),

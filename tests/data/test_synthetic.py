@@ -7,10 +7,12 @@ from collections import Counter
 
 import pytest
 
+from fedpref.config import SYNTHETIC_AXES, SYNTHETIC_CUES
 from fedpref.data.pairs import PreferencePair
 from fedpref.data.synthetic import (
     AXES,
     AXIS_STYLES,
+    CUES,
     GROUP_PREFERENCES,
     GROUPS,
     PROMPT_CAPACITY,
@@ -284,3 +286,7 @@ def test_composed_cues_keep_the_items_and_reject_unknown_cues():
     assert 0 < sum(a != b for (a, _), (b, _) in zip(plain, composed, strict=True)) < len(plain)
     with pytest.raises(ConfigError, match="cues"):
         generate_synthetic_with_axes([1, 1, 1, 1], 10, seed=5, cues="mixed")
+
+
+def test_the_config_knows_the_generators_axes_and_cues():
+    assert (SYNTHETIC_AXES, SYNTHETIC_CUES) == (AXES, CUES)

@@ -29,7 +29,7 @@ GROUP_PREFERENCES: dict[str, dict[str, str]] = {
 # Register shared by both responses of a humor-axis pair.
 HUMOR_REGISTERS: tuple[str, ...] = ("elementary", "neutral")
 # How a group's preference is read from an item: "plain", its preferred style always wins; "composed", its
-# preferred style wins in one context and the other style in the other (`FLIPPED_CONTEXT`), so the cue is a style
+# preferred style wins in one context and the other style in the other (`flipped_context`), so the cue is a style
 # *with* a context both responses share, not a style word alone.
 CUES: tuple[str, ...] = ("plain", "composed")
 # Composed cues: contexts where a group's preference flips. Humor: the pair's shared register is neutral (the
