@@ -3,8 +3,8 @@
 Humor-axis items of the synthetic benchmark (`make_items`, seed 0), 16 clients x 60 pairs, labelled by two rules:
   plain     the humorous response is chosen (what groups G1 and G3 want today);
   composed  the humorous response is chosen when the pair's shared register is elementary, the plain one when it
-            is neutral: the cue is humor *with* a context both responses share, so chosen-minus-rejected
-            features cancel the context for an additive encoder.
+            is neutral (G1 under `data.cues = "composed"`, humor axis): the cue is humor *with* a context both
+            responses share, so chosen-minus-rejected features cancel the context for an additive encoder.
 Features are the frozen reward model's pooled embeddings (`benchmark_difficulty.encode_frozen`), chosen minus
 rejected; probes are `benchmark_difficulty.probe_accuracy` (antisymmetric L2 logistic regression). Each client's
 first 40 pairs train, its last 20 test. Printed per rule: a probe on one client's 40 pairs (mean [min-max] over
@@ -26,16 +26,16 @@ from benchmark_difficulty import encode_frozen, probe_accuracy  # noqa: E402
 
 from fedpref.config import ExperimentConfig  # noqa: E402
 from fedpref.data.pairs import PreferencePair  # noqa: E402
-from fedpref.data.synthetic import StyleItem, make_items  # noqa: E402
+from fedpref.data.synthetic import StyleItem, label_for_group, make_items  # noqa: E402
 from fedpref.models.factory import build_reward_model  # noqa: E402
 
 CLIENTS, PAIRS, TRAIN, GROUP = 16, 60, 40, 4
 
 
 def labelled(item: StyleItem, rule: str) -> PreferencePair:
-    humorous = rule == "plain" or item.register == "elementary"
-    chosen, rejected = ("humorous", "non-humorous") if humorous else ("non-humorous", "humorous")
-    return PreferencePair(item.prompt, item.text(chosen), item.text(rejected), "c")
+    """G1's label (humorous preferred), under plain or composed cues (`label_for_group`)."""
+    chosen, rejected = label_for_group(item, "G1", rule)
+    return PreferencePair(item.prompt, chosen, rejected, "c")
 
 
 def pooled_probe(clients: list[np.ndarray]) -> float:
