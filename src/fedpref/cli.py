@@ -268,12 +268,17 @@ def _add_summarize_parser(sub) -> None:
         help="mean, std and 95%% t-intervals over seeds of finished runs, grouped by configuration",
         description="Summarize the finished runs in or below DIR (run or sweep folders): runs whose configs "
         "differ only in the seed form a group; per method and personalization step the mean over seeds, the "
-        "sample std and the 95% Student-t interval of the mean; FedGD/FedBiscuit partition ARI; per-group "
-        "accuracies; the FedVPL/FedVPA-GP selector table. Markdown on stdout.",
+        "sample std and the 95% Student-t interval of the mean; FedGD/FedBiscuit partition ARI and the round "
+        "from which the partition no longer changes; per-group accuracies; the FedVPL/FedVPA-GP selector table; "
+        "a paired difference per --pair. Markdown on stdout.",
     )
     summarize.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
     summarize.add_argument(
-        "--pair", default=None, metavar="A,B", help="paired per-client difference A - B (same clients, same seeds)"
+        "--pair",
+        action="append",
+        default=None,
+        metavar="A,B",
+        help="paired per-client difference A - B (same clients, same seeds); repeat for several pairs",
     )
     summarize.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
     summarize.add_argument("--csv", type=Path, default=None, help="write the numbers as CSV to this file")
@@ -384,9 +389,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.summary import parse_pair, summarize, to_csv
+    from fedpref.experiments.summary import parse_pairs, summarize, to_csv
 
-    markdown, rows = summarize(args.dirs, parse_pair(args.pair))
+    markdown, rows = summarize(args.dirs, parse_pairs(args.pair))
     sys.stdout.write(markdown)
     sys.stdout.flush()
     if args.out:

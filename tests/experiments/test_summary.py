@@ -8,7 +8,7 @@ import math
 import pytest
 
 from fedpref.cli import main
-from fedpref.experiments.summary import estimate, paired_difference, partition_ari, t_quantile
+from fedpref.experiments.summary import estimate, paired_difference, partition_ari, settle_round, t_quantile
 
 # Per seed, per client accuracy at steps [0, 5]: FL and FedGD on two clients (c000 in G1, c001 in G2).
 FL = {
@@ -22,6 +22,16 @@ FEDGD = {
     2: {"c000": [72, 86], "c001": [94, 96]},
 }
 ARI = {0: 1.0, 1: 0.5, 2: 0.0}
+# FedGD's reassignments at rounds 0, 2, 4 (and the frozen record at 4, relabelled); the partition settles at
+# round 2 on seed 0, 4 on seed 1, 0 on seed 2.
+SPLIT, TOGETHER = {"c000": 0, "c001": 1}, {"c000": 1, "c001": 1}
+SETTLING = {0: [TOGETHER, SPLIT, SPLIT], 1: [SPLIT, TOGETHER, SPLIT], 2: [SPLIT, SPLIT, SPLIT]}
+
+
+def fedgd_assignments(seed: int) -> list[dict]:
+    records = [{"round": r, "assignment": a} for r, a in zip((0, 2, 4), SETTLING[seed], strict=True)]
+    relabelled = {c: 1 - k for c, k in SETTLING[seed][-1].items()}
+    return [*records, {"round": 4, "assignment": relabelled, "frozen": True}]
 
 
 def curves(per_client: dict[str, list[float]]) -> dict:
@@ -43,7 +53,11 @@ def write_run(folder, seed: int, lr: float = 0.001, finished: bool = True, metho
     if "FL" in methods:
         results["methods"]["FL"] = {"personalization": curves(FL[seed]), "assignments": []}
     if "FedGD" in methods:
-        results["methods"]["FedGD"] = {"personalization": curves(FEDGD[seed]), "partition_ari": ARI[seed]}
+        results["methods"]["FedGD"] = {
+            "personalization": curves(FEDGD[seed]),
+            "partition_ari": ARI[seed],
+            "assignments": fedgd_assignments(seed),
+        }
     if finished:
         results["timing"] = {"wall_s": 1.0}
     (folder / "results.json").write_text(json.dumps(results))
@@ -91,6 +105,18 @@ def test_partition_ari_uses_the_frozen_assignment():
     assert partition_ari([early], truth) is None
 
 
+def test_settle_round_by_hand():
+    a, b = {"x": 0, "y": 0, "z": 1}, {"x": 0, "y": 1, "z": 1}
+    records = [{"round": 2, "assignment": a}, {"round": 4, "assignment": b}, {"round": 6, "assignment": b}]
+    assert settle_round(records) == 4
+    b_relabelled = {"x": 1, "y": 0, "z": 0}  # the same partition as b
+    assert settle_round([*records[:2], {"round": 6, "assignment": b_relabelled, "frozen": True}]) == 4
+    assert settle_round([{"round": 2, "assignment": b}, *records[1:]]) == 2  # never changed: the first record
+    assert settle_round([*records, {"round": 8, "assignment": a}]) == 8  # changed at the last record
+    assert settle_round([*records[:2], {"round": 6, "assignment": a, "final_selection": True}]) == 4
+    assert settle_round(records[:1]) is None and settle_round([]) is None
+
+
 @pytest.fixture
 def runs(tmp_path):
     for seed in (0, 1, 2):
@@ -102,7 +128,7 @@ def runs(tmp_path):
 
 def test_summarize_markdown_and_csv(runs, capsys):
     out_md, out_csv = runs / "summary.md", runs / "summary.csv"
-    args = ["summarize", str(runs / "sweep"), str(runs / "other"), "--pair", "FedGD,FL"]
+    args = ["summarize", str(runs / "sweep"), str(runs / "other"), "--pair", "FedGD,FL", "--pair", "FL,FedGD"]
     assert main([*args, "--out", str(out_md), "--csv", str(out_csv)]) == 0
     printed = capsys.readouterr().out
     assert printed == out_md.read_text()
@@ -120,6 +146,9 @@ def test_summarize_markdown_and_csv(runs, capsys):
     # FedGD - FL per seed at step 0: 1, 2, 3 -> mean 2, std 1, half-width 2.48; at step 5: 0, 0, 1
     assert "| FedGD - FL | 0 | 3 | 2.00 | 1.00 | [-0.48, 4.48] | 1.00, 2.00, 3.00 |" in lines
     assert "| FedGD - FL | 5 | 3 | 0.33 | 0.58 | [-1.10, 1.77] | 0.00, 0.00, 1.00 |" in lines
+    assert "| FL - FedGD | 0 | 3 | -2.00 | 1.00 | [-4.48, 0.48] | -1.00, -2.00, -3.00 |" in lines  # the second --pair
+    # settle rounds 2, 4, 0 -> mean 2, std 2, half-width 4.3027 * 2 / sqrt(3) = 4.97
+    assert "| FedGD |  | 3 | 2.0 | 2.0 | [-3.0, 7.0] | 2.0, 4.0, 0.0 |" in lines
     assert "| FL | 0 | 1 | 60.00 | – | – | 60.00 |" in lines  # the other group: one seed, no interval
     assert "- FedGD (seed 2): G1 72->86, G2 94->96" in lines
     assert "No run of this group has both FedGD and FL." in lines
@@ -143,7 +172,9 @@ def test_summarize_markdown_and_csv(runs, capsys):
     assert (float(fl0["ci_low"]), float(fl0["ci_high"])) == pytest.approx((45.1583, 94.8417), abs=1e-4)  # 70 -/+ 24.842
     kinds = [(r["kind"], r["method"], r["step"]) for r in rows if r["group"] == "fx, train.lr=0.001"]
     assert ("ari", "FedGD", "") in kinds and ("paired_difference", "FedGD - FL", "5") in kinds
-    assert len(rows) == 4 + 1 + 2 + 2  # accuracy (2 methods x 2 steps), ARI, paired x 2 steps, other group's FL
+    assert ("settled", "FedGD", "") in kinds
+    # accuracy (2 methods x 2 steps), ARI, settle round, 2 pairs x 2 steps, the other group's FL
+    assert len(rows) == 4 + 1 + 1 + 4 + 2
 
 
 def test_summarize_plot_draws_the_bands(runs, monkeypatch):

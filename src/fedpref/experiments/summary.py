@@ -119,6 +119,31 @@ class Run:
             return None
         return partition_ari(result.get("assignments", []), true_groups(self.config))
 
+    def settled(self, method: str) -> int | None:
+        return settle_round(self.results["methods"][method].get("assignments", []))
+
+
+def settle_round(assignments: Sequence[dict]) -> int | None:
+    """The round of the first clustering record after which the partition never changes (FedGD paper, Fig. 6);
+    None without two records. Partitions are compared up to relabelling, so the frozen record's renumbered
+    groups (FedGD, Alg. 1 line 21) count as unchanged; FedBiscuit's final selection is not a clustering step."""
+    records = [a for a in assignments if not a.get("final_selection")]
+    if len(records) < 2:
+        return None
+    partitions = [partition_of(a["assignment"]) for a in records]
+    first = len(partitions) - 1
+    while first > 0 and partitions[first - 1] == partitions[-1]:
+        first -= 1
+    return records[first]["round"]
+
+
+def partition_of(assignment: dict[str, int]) -> frozenset[frozenset[str]]:
+    """The clients grouped by label, without the labels."""
+    groups: dict[int, set[str]] = {}
+    for client, label in assignment.items():
+        groups.setdefault(label, set()).add(client)
+    return frozenset(frozenset(g) for g in groups.values())
+
 
 def load_run(path: Path) -> Run:
     try:
@@ -186,7 +211,7 @@ class Row:
     """One CSV row (and one Markdown table row) of the summary."""
 
     group: str
-    kind: str  # accuracy | ari | paired_difference
+    kind: str  # accuracy | ari | settled | paired_difference
     method: str
     step: int | None
     unit: str  # what one value is: a seed's mean over clients, or one client (paired, one seed)
@@ -214,6 +239,17 @@ def ari_rows(group: Group) -> list[Row]:
         if pairs:
             est = estimate([a for _, a in pairs])
             rows.append(Row(group.label, "ari", method, None, "seed", est, [s for s, _ in pairs]))
+    return rows
+
+
+def settle_rows(group: Group) -> list[Row]:
+    rows = []
+    for method in group.methods():
+        pairs = [(r.seed, r.settled(method)) for r in group.runs if method in r.results["methods"]]
+        pairs = [(s, x) for s, x in pairs if x is not None]
+        if pairs:
+            est = estimate([x for _, x in pairs])
+            rows.append(Row(group.label, "settled", method, None, "seed", est, [s for s, _ in pairs]))
     return rows
 
 
@@ -254,7 +290,7 @@ def markdown_rows(rows: list[Row], digits: int = 2) -> list[str]:
     return lines
 
 
-def group_markdown(group: Group, pair: tuple[str, str] | None) -> tuple[list[str], list[Row]]:
+def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple[list[str], list[Row]]:
     """The Markdown section of one group and the rows it shows."""
     seeds = ", ".join(str(r.seed) for r in group.runs)
     lines = [f"## {group.label}", "", f"{len(group.runs)} run(s), seeds {seeds}: "]
@@ -268,7 +304,11 @@ def group_markdown(group: Group, pair: tuple[str, str] | None) -> tuple[list[str
         lines += ["", "Partition ARI against the true groups (FedGD's frozen groups, FedBiscuit's final selection):"]
         lines += ["", *markdown_rows(ari, digits=3)]
         rows += ari
-    if pair:
+    if settled := settle_rows(group):
+        lines += ["", "Round from which the partition no longer changes (FedGD Phase 1, FedBiscuit's clustering):"]
+        lines += ["", *markdown_rows(settled, digits=1)]
+        rows += settled
+    for pair in pairs:
         rows += pair_markdown(group, pair, lines)
     lines += [
         "",
@@ -428,30 +468,34 @@ def to_csv(rows: list[Row]) -> str:
     return out.getvalue()
 
 
-def parse_pair(text: str | None) -> tuple[str, str] | None:
-    if text is None:
-        return None
+def parse_pairs(texts: Sequence[str] | None) -> list[tuple[str, str]]:
+    """Each `--pair A,B` as (A, B)."""
+    return [parse_pair(text) for text in texts or ()]
+
+
+def parse_pair(text: str) -> tuple[str, str]:
     names = [n.strip() for n in text.split(",")]
     if len(names) != 2 or not all(names) or names[0] == names[1]:
         raise FedprefError(f"--pair {text}: expected two different method names, e.g. --pair FedGD,FL")
     return names[0], names[1]
 
 
-def summarize(paths: Sequence[Path], pair: tuple[str, str] | None = None) -> tuple[str, list[Row]]:
-    """(Markdown, rows) for the finished runs in or below `paths`, one section per configuration."""
+def summarize(paths: Sequence[Path], pairs: Sequence[tuple[str, str]] = ()) -> tuple[str, list[Row]]:
+    """(Markdown, rows) for the finished runs in or below `paths`, one section per configuration; a paired
+    difference for each (A, B) in `pairs`."""
     runs = find_runs(paths)
     finished = [r for r in runs if r.finished]
     if not finished:
         raise FedprefError("no finished run (results.json with timing) in " + ", ".join(map(str, paths)))
-    if pair:
-        known = {m for r in finished for m in r.results["methods"]}
+    known = {m for r in finished for m in r.results["methods"]}
+    for pair in pairs:
         if missing := [m for m in pair if m not in known]:
             raise FedprefError(f"--pair: no method {', '.join(missing)} in these runs ({', '.join(sorted(known))})")
     lines, rows = ["# Summary of runs", ""], []
     if unfinished := [r for r in runs if not r.finished]:
         lines += [f"Left out {len(unfinished)} unfinished run(s): " + ", ".join(f"`{r.path}`" for r in unfinished), ""]
     for group in group_runs(finished):
-        section, shown = group_markdown(group, pair)
+        section, shown = group_markdown(group, pairs)
         lines += [*section, ""]
         rows += shown
     return "\n".join(lines).rstrip() + "\n", rows
