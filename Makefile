@@ -24,16 +24,22 @@ lint: $(STAMP)
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 
 # The first rung of docs/reproduction.md's runs (P1, P2, P4): every FedGD-paper method at reduced scale,
-# 3 seeds each, imbalanced and balanced, and FedGD's Phase-2 start. Hours on 2 CPU cores; resumable
-# (run it again after an interruption: finished cells are skipped, an interrupted one continues).
+# 3 seeds each, imbalanced and balanced, and FedGD with Phase 2 continuing from its Phase-1 model (the
+# fresh start is in the first two sweeps). Two streams of one thread each; about 2.5 hours on 2 CPU cores.
+# Resumable: run it again after an interruption (finished cells are skipped, an interrupted one continues).
 REPRO := runs/reproduce
+REPRO_SWEEP := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref sweep
+CONTINUE := --set "algorithm.methods=['FedGD']" --set "algorithm.phase2_start='continue'"
+PAIRS := --pair FedGD,FL --pair FL_target,FL --pair FedGD,FedBiscuit --pair FedGD,Soft-FL --pair FL,CL
+.PHONY: reproduce-imbalanced reproduce-balanced
 reproduce: $(STAMP)
-	$(BIN)/fedpref sweep configs/reduced_imbalanced.toml --seeds 0,1,2 --out $(REPRO)/imbalanced
-	$(BIN)/fedpref sweep configs/reduced_balanced.toml --seeds 0,1,2 --out $(REPRO)/balanced
-	$(BIN)/fedpref sweep configs/reduced_imbalanced.toml --seeds 0,1,2 --set "algorithm.methods=['FedGD']" \
-		--grid "algorithm.phase2_start='fresh','continue'" --out $(REPRO)/phase2
-	$(BIN)/fedpref summarize $(REPRO) --pair FedGD,FL --out $(REPRO)/summary.md --csv $(REPRO)/summary.csv \
+	$(MAKE) -j2 reproduce-imbalanced reproduce-balanced
+	$(BIN)/fedpref summarize $(REPRO) $(PAIRS) --out $(REPRO)/summary.md --csv $(REPRO)/summary.csv \
 		--plot $(REPRO)/curves.png
+
+reproduce-imbalanced reproduce-balanced: reproduce-%: $(STAMP)
+	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 --out $(REPRO)/$*
+	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 $(CONTINUE) --out $(REPRO)/continue/$*
 
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
