@@ -25,7 +25,7 @@ lint: $(STAMP)
 
 # The first rung of docs/reproduction.md's runs (P1, P2, P4): every FedGD-paper method at reduced scale,
 # 3 seeds each, imbalanced and balanced, and FedGD with Phase 2 continuing from its Phase-1 model (the
-# fresh start is in the first two sweeps). Two streams of one thread each; about 2.5 hours on 2 CPU cores.
+# fresh start is in the first two sweeps). Two streams of one thread each; about 3.5 hours on 2 CPU cores.
 # Resumable: run it again after an interruption (finished cells are skipped, an interrupted one continues).
 REPRO := runs/reproduce
 REPRO_SWEEP := OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref sweep
