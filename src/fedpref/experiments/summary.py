@@ -8,7 +8,7 @@ import json
 import math
 import statistics
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,25 +231,15 @@ def accuracy_rows(group: Group) -> list[Row]:
     return rows
 
 
-def ari_rows(group: Group) -> list[Row]:
+def per_run_rows(group: Group, kind: str, value: Callable[[Run, str], float | None]) -> list[Row]:
+    """Per method, `value(run, method)` summarized over the seeds where it is defined (ARI, settle round)."""
     rows = []
     for method in group.methods():
-        pairs = [(r.seed, r.ari(method)) for r in group.runs if method in r.results["methods"]]
-        pairs = [(s, a) for s, a in pairs if a is not None]
-        if pairs:
-            est = estimate([a for _, a in pairs])
-            rows.append(Row(group.label, "ari", method, None, "seed", est, [s for s, _ in pairs]))
-    return rows
-
-
-def settle_rows(group: Group) -> list[Row]:
-    rows = []
-    for method in group.methods():
-        pairs = [(r.seed, r.settled(method)) for r in group.runs if method in r.results["methods"]]
+        pairs = [(r.seed, value(r, method)) for r in group.runs if method in r.results["methods"]]
         pairs = [(s, x) for s, x in pairs if x is not None]
         if pairs:
             est = estimate([x for _, x in pairs])
-            rows.append(Row(group.label, "settled", method, None, "seed", est, [s for s, _ in pairs]))
+            rows.append(Row(group.label, kind, method, None, "seed", est, [s for s, _ in pairs]))
     return rows
 
 
@@ -300,11 +290,11 @@ def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple
     lines[-1] += "t-interval over seeds."
     lines += ["", *markdown_rows(acc)]
     rows = list(acc)
-    if ari := ari_rows(group):
+    if ari := per_run_rows(group, "ari", Run.ari):
         lines += ["", "Partition ARI against the true groups (FedGD's frozen groups, FedBiscuit's final selection):"]
         lines += ["", *markdown_rows(ari, digits=3)]
         rows += ari
-    if settled := settle_rows(group):
+    if settled := per_run_rows(group, "settled", Run.settled):
         lines += ["", "Round from which the partition no longer changes (FedGD Phase 1, FedBiscuit's clustering):"]
         lines += ["", *markdown_rows(settled, digits=1)]
         rows += settled
