@@ -376,7 +376,7 @@ def _print_workers(console: Console, path: str) -> None:
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
     from fedpref.algorithms.registry import check_methods
-    from fedpref.experiments.sweep import parse_grid, parse_seeds, plan_cells, run_sweep
+    from fedpref.experiments.sweep import parse_grid, parse_seeds, plan_cells, run_sweep, sigterm_as_interrupt
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     grid = parse_grid(args.grid)
@@ -385,7 +385,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
     for cell in cells:  # a typo in a method name stops the sweep before its first run
         check_methods(cell.cfg, f"sweep cell {cell.label}: {args.config}")
     spec = {"config": str(args.config), "seeds": seeds, "grid": grid, "overrides": args.overrides}
-    run_sweep(cells, args.out, console, spec | {"engine": args.engine}, engine=args.engine)
+    with sigterm_as_interrupt():
+        run_sweep(cells, args.out, console, spec | {"engine": args.engine}, engine=args.engine)
 
 
 def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
@@ -464,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
         # escaped: messages quote TOML ("in [train]", "['FL']"), which rich would take for markup and drop
         Console(stderr=True).print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM during a sweep: no traceback, the shell's code for SIGINT
+        Console(stderr=True).print("[red]interrupted[/red]", highlight=False)
+        return 130
     return 0
 
 

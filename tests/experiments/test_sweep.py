@@ -3,6 +3,8 @@
 import contextlib
 import io
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import torch
 
 from fedpref.cli import main
 from fedpref.errors import ConfigError
+from fedpref.experiments import sweep as sweep_module
 from fedpref.experiments.sweep import folder_part, parse_grid, parse_seeds
 
 # One round, one step: seconds per cell. Without the frozen-prefix cache no client's data is encoded up front
@@ -150,3 +153,20 @@ def test_a_folder_of_another_config_is_refused(swept, capsys):
     rc, _ = sweep(out, "--set", "train.batch_size=2")
     assert rc == 2
     assert "holds a run of another config" in capsys.readouterr().err
+
+
+def test_sigterm_marks_the_running_cell_interrupted(tmp_path, monkeypatch):
+    """`kill` during a cell: sweep.json says interrupted (not running), the exit code is 130, the next cells wait."""
+
+    def killed(cell, console, engine):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not interrupt the cell")
+
+    monkeypatch.setattr(sweep_module, "run_cell", killed)
+    out = tmp_path / "s"
+    rc, printed = sweep(out)
+    assert rc == 130
+    assert "[1/4] seed=0 train.lr=1e-3: interrupted (the same command continues it)" in printed
+    statuses = [c["status"] for c in json.loads((out / "sweep.json").read_text())["cells"]]
+    assert statuses == ["interrupted", "pending", "pending", "pending"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler does not outlive the sweep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -270,7 +271,7 @@ def plot_seed_curves(rows: list, path: Path, figure_format: str | None = None) -
             )
             if all(r.est.half_width is not None for r in mine):
                 band(ax, steps, means, [r.est.half_width for r in mine], colours[method])
-        ax.set_title(group, fontsize=9)
+        ax.set_title("\n".join(textwrap.wrap(group, 40)), fontsize=9)  # long run-folder labels: wrap
         step_axis(ax, [r.step for r in rows if r.group == group])
         accuracy_axis(ax)
         ax.legend(fontsize=8, loc="lower right")  # per panel: n (seeds) can differ between configurations

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
+import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,7 +175,8 @@ def run_sweep(
     """Run the cells in turn: skip finished ones, resume interrupted ones (`fedpref run --resume`), run the rest.
 
     `sweep.json` in `out` is rewritten after every cell; statuses: pending, running, done, resumed, skipped
-    (finished before), interrupted (partial, not yet resumed) and failed (with the error; the sweep stops).
+    (finished before), interrupted (partial, not yet resumed, or stopped by Ctrl-C or SIGTERM) and failed (with
+    the error; the sweep stops).
     """
     say = say or (lambda line: print(line, flush=True))
     index = sweep_index(cells, out, spec)
@@ -188,7 +191,12 @@ def run_sweep(
         write_index(index, out)
         try:
             wall_s = run_cell(cell, console, engine)
-        except BaseException as e:  # an interrupt too: sweep.json must not claim the cell is still running
+        except (KeyboardInterrupt, SystemExit):  # sweep.json must not claim the cell is still running
+            entry["status"] = "interrupted"
+            write_index(index, out)
+            say(f"{prefix}: interrupted (the same command continues it)")
+            raise
+        except BaseException as e:
             entry |= {"status": "failed", "error": str(e) or type(e).__name__}
             write_index(index, out)
             say(f"{prefix}: failed ({entry['error']})")
@@ -197,6 +205,21 @@ def run_sweep(
         write_index(index, out)
         say(f"{prefix}: {'resumed, ' if cell.state == 'interrupted' else ''}done in {wall_s:.0f} s")
     return index
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM (`kill`, a batch scheduler's stop) raises KeyboardInterrupt, as Ctrl-C does, so
+    the running cell is recorded as interrupted; Python's default would end the process without a word."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_cell(cell: Cell, console: Console, engine: str) -> float:
