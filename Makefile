@@ -34,12 +34,24 @@ PAIRS := --pair FedGD,FL --pair FL_target,FL --pair FedGD,FedBiscuit --pair FedG
 .PHONY: reproduce-imbalanced reproduce-balanced
 reproduce: $(STAMP)
 	$(MAKE) -j2 reproduce-imbalanced reproduce-balanced
-	$(BIN)/fedpref summarize $(REPRO) $(PAIRS) --out $(REPRO)/summary.md --csv $(REPRO)/summary.csv \
-		--plot $(REPRO)/curves.png
+	$(BIN)/fedpref summarize $(REPRO)/imbalanced $(REPRO)/balanced $(REPRO)/continue $(PAIRS) \
+		--out $(REPRO)/summary.md --csv $(REPRO)/summary.csv --plot $(REPRO)/curves.png
 
 reproduce-imbalanced reproduce-balanced: reproduce-%: $(STAMP)
 	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 --out $(REPRO)/$*
 	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 $(CONTINUE) --out $(REPRO)/continue/$*
+
+# The second rung: Phase 1 with the paper's ten reassignment checks (T = 1 over the first 10 of 20 rounds) for
+# FedGD and the two methods it is compared with at the same budget; about 1.5 hours on 2 CPU cores. Resumable.
+RUNG2 := --set federation.rounds=20 --set algorithm.reassign_every=1 --set "algorithm.methods=['FL','FL_target','FedGD']"
+.PHONY: reproduce-rung2 reproduce-rung2-imbalanced reproduce-rung2-balanced
+reproduce-rung2: $(STAMP)
+	$(MAKE) -j2 reproduce-rung2-imbalanced reproduce-rung2-balanced
+	$(BIN)/fedpref summarize $(REPRO)/rung2 --pair FedGD,FL --pair FL_target,FL --pair FedGD,FL_target \
+		--out $(REPRO)/rung2/summary.md --csv $(REPRO)/rung2/summary.csv --plot $(REPRO)/rung2/curves.png
+
+reproduce-rung2-imbalanced reproduce-rung2-balanced: reproduce-rung2-%: $(STAMP)
+	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 $(RUNG2) --out $(REPRO)/rung2/$*
 
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
