@@ -53,6 +53,14 @@ reproduce-rung2: $(STAMP)
 reproduce-rung2-imbalanced reproduce-rung2-balanced: reproduce-rung2-%: $(STAMP)
 	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 $(RUNG2) --out $(REPRO)/rung2/$*
 
+# FedGD paper Fig. 5: FL and CL on the balanced config at tau in {1, 5, 15, 30} local steps and two learning rates
+# (the default and 10x smaller); seed 0, about 1.5 hours at one thread. Resumable.
+.PHONY: reproduce-fig5
+reproduce-fig5: $(STAMP)
+	$(REPRO_SWEEP) configs/reduced_balanced.toml --seeds 0 --set "algorithm.methods=['FL','CL']" \
+		--grid train.lr=1e-3,1e-4 --grid train.local_steps=1,5,15,30 --out $(REPRO)/fig5/balanced
+	$(BIN)/fedpref summarize $(REPRO)/fig5 --pair FL,CL --out $(REPRO)/fig5/summary.md --csv $(REPRO)/fig5/summary.csv
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)
