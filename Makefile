@@ -53,6 +53,22 @@ reproduce-rung2: $(STAMP)
 reproduce-rung2-imbalanced reproduce-rung2-balanced: reproduce-rung2-%: $(STAMP)
 	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 $(RUNG2) --out $(REPRO)/rung2/$*
 
+# Rung 2b: the same ten checks two rounds apart (T = 2 over the first 20 of 40 rounds), imbalanced, seeds 0 and 1:
+# FedGD with both Phase 2 starts, and FL and FL_target at the same 40 rounds; about 1.5 hours on 2 CPU cores.
+RUNG2B := configs/reduced_imbalanced.toml --seeds 0,1 --set federation.rounds=40 --set algorithm.reassign_every=2
+.PHONY: reproduce-rung2b reproduce-rung2b-fedgd reproduce-rung2b-baselines
+reproduce-rung2b: $(STAMP)
+	$(MAKE) -j2 reproduce-rung2b-fedgd reproduce-rung2b-baselines
+	$(BIN)/fedpref summarize $(REPRO)/rung2b $(REPRO)/rung2b_fl $(REPRO)/rung2b_fl_target --out $(REPRO)/rung2b/summary.md
+
+reproduce-rung2b-fedgd: $(STAMP)
+	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FedGD']" --grid algorithm.phase2_start=fresh,continue \
+		--out $(REPRO)/rung2b/imbalanced
+
+reproduce-rung2b-baselines: $(STAMP)
+	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL']" --out $(REPRO)/rung2b_fl/imbalanced
+	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL_target']" --out $(REPRO)/rung2b_fl_target/imbalanced
+
 # FedGD paper Fig. 5: FL and CL on the balanced config at tau in {1, 5, 15, 30} local steps and two learning rates
 # (the default and 10x smaller); seed 0, about 1.5 hours at one thread. Resumable.
 .PHONY: reproduce-fig5
