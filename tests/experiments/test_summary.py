@@ -48,6 +48,7 @@ def curves(per_client: dict[str, list[float]]) -> dict:
 def write_run(folder, seed: int, lr: float = 0.001, finished: bool = True, methods=("FL", "FedGD")) -> None:
     folder.mkdir(parents=True)
     config = f'name = "fx"\nseed = {seed}\n\n[data]\nsource = "synthetic"\ngroup_sizes = [1, 1]\n\n[train]\nlr = {lr}\n'
+    config += f"\n[algorithm]\nmethods = {json.dumps(list(methods))}\n"
     (folder / "config.toml").write_text(config)
     results = {"seed": seed, "methods": {}}
     if "FL" in methods:
@@ -151,7 +152,7 @@ def test_summarize_markdown_and_csv(runs, capsys):
     assert "| FedGD |  | 3 | 2.0 | 2.0 | [-3.0, 7.0] | 2.0, 4.0, 0.0 |" in lines
     assert "| FL | 0 | 1 | 60.00 | – | – | 60.00 |" in lines  # the other group: one seed, no interval
     assert "- FedGD (seed 2): G1 72->86, G2 94->96" in lines
-    assert "No run of this group has both FedGD and FL." in lines
+    assert "No seed of this group has both FedGD and FL." in lines
 
     rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))
     fl0 = next(r for r in rows if r["group"] == "fx, train.lr=0.001" and r["method"] == "FL" and r["step"] == "0")
@@ -197,6 +198,21 @@ def test_summarize_plot_draws_the_bands(runs, monkeypatch):
     assert [line.get_label() for line in sweep.get_lines()] == ["FL (n=3)", "FedGD (n=3)"]
     assert list(sweep.get_lines()[0].get_ydata()) == pytest.approx([70.0, 85.0])
     assert len(sweep.collections) == 2 and len(other.collections) == 0  # one seed: no interval, no band
+
+
+def test_methods_from_separate_sweeps_pair_up_by_seed(tmp_path, capsys):
+    for seed in FL:
+        write_run(tmp_path / "fl" / f"s{seed}", seed, methods=("FL",))
+        write_run(tmp_path / "fedgd" / f"s{seed}", seed, methods=("FedGD",))
+    write_run(tmp_path / "fl_again" / "s0", 0, methods=("FL",))  # the same result summarized twice
+    assert main(["summarize", str(tmp_path), "--pair", "FedGD,FL"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("## ") for line in lines) == 1  # one configuration, whichever methods each ran
+    assert "Left out, as a second copy of a result above: FL (seed 0) in " in "\n".join(lines)
+    # the same numbers as with both methods in one run (test_summarize_markdown_and_csv)
+    assert "| FL | 0 | 3 | 70.00 | 10.00 | [45.16, 94.84] | 60.00, 70.00, 80.00 |" in lines
+    assert "| FedGD - FL | 0 | 3 | 2.00 | 1.00 | [-0.48, 4.48] | 1.00, 2.00, 3.00 |" in lines
+    assert "| FedGD - FL | 5 | 3 | 0.33 | 0.58 | [-1.10, 1.77] | 0.00, 0.00, 1.00 |" in lines
 
 
 def test_summarize_errors(runs, capsys):
@@ -255,3 +271,38 @@ def test_summarize_per_type_interval_over_clients(tmp_path, capsys):
     # G1 over the two (seed, client) units 90, 80: mean 85, std 7.071, half-width 12.7062 * 7.071 / sqrt(2) = 63.53
     assert "| FedVPA-GP | 85.00 [21.47, 148.53] (2) | 100.00 [100.00, 100.00] (2) |" in printed
     assert "| FL | 0.00 [0.00, 0.00] (2) | 100.00 [100.00, 100.00] (2) |" in printed
+
+
+# Per seed, FL's client-averaged diagnostics as `fedpref diagnose` records them; seed 2 has no wrong set (P10_W None).
+DIAGNOSTICS = {
+    0: {"GQ_mean": 0.1, "GQ_B": 1e-3, "m0_R": 2.0, "P10_W": 50.0},
+    1: {"GQ_mean": 0.2, "GQ_B": 2e-3, "m0_R": 3.0, "P10_W": 70.0},
+    2: {"GQ_mean": 0.3, "GQ_B": 3e-3, "m0_R": 4.0, "P10_W": None},
+}
+
+
+def test_summarize_diagnostics_over_seeds_by_hand(tmp_path, capsys):
+    for seed, diagnostics in DIAGNOSTICS.items():
+        write_run(tmp_path / f"s{seed}", seed, methods=("FL",))
+        results = json.loads((tmp_path / f"s{seed}" / "results.json").read_text())
+        results["methods"]["FL"]["diagnostics"] = diagnostics | {"eta": 3e-4, "GQ_H": None}
+        (tmp_path / f"s{seed}" / "results.json").write_text(json.dumps(results))
+    out_csv = tmp_path / "summary.csv"
+    assert main(["summarize", str(tmp_path), "--csv", str(out_csv)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = "| method | n | GQ(l) | GQ_B | GQ_H | m0_R | m0_W | H+_R | P10_R | H+_W | P10_W |"
+    assert header in lines
+    # GQ 0.1, 0.2, 0.3: mean 0.2, std 0.1, half-width 4.3027 * 0.1 / sqrt(3) = 0.2484
+    # GQ_B 1e-3..3e-3: 2e-3 -/+ 2.484e-3; m0_R 2, 3, 4: 3 -/+ 2.484
+    # P10_W 50, 70 (seed 2 has none): mean 60, std 14.142, half-width 12.7062 * 14.142 / sqrt(2) = 127.06
+    row = "| FL | 3 | 0.20 [-0.05, 0.45] | 2.00e-03 [-4.84e-04, 4.48e-03] | – | 3.00 [0.52, 5.48] | – | – | – | – |"
+    assert row + " 60.00 [-67.06, 187.06] |" in lines
+    rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))
+    p10w = next(r for r in rows if r["kind"] == "diagnostic:P10_W")
+    assert (p10w["method"], p10w["n"], p10w["seeds"], p10w["values"]) == ("FL", "2", "0;1", "50.0;70.0")
+    assert {r["kind"] for r in rows if r["kind"].startswith("diagnostic")} == {
+        "diagnostic:GQ_mean",
+        "diagnostic:GQ_B",
+        "diagnostic:m0_R",
+        "diagnostic:P10_W",
+    }

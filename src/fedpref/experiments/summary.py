@@ -179,10 +179,11 @@ def flatten(table: dict, prefix: str = "") -> dict[str, object]:
 
 @dataclass
 class Group:
-    """Runs of one configuration that differ only in the seed."""
+    """Runs of one configuration that differ only in the seed and in which methods each ran."""
 
     label: str
     runs: list[Run] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)  # "method (seed s) in path": a second copy of a result
 
     def methods(self) -> list[str]:
         names: list[str] = []
@@ -190,20 +191,48 @@ class Group:
             names += [m for m in run.results["methods"] if m not in names]
         return names
 
+    def by_seed(self, method: str) -> dict[int, dict]:
+        """seed -> the method's results in that seed's run."""
+        return {r.seed: r.results["methods"][method] for r in self.runs if method in r.results["methods"]}
+
+
+# Keys that do not change what a method's run computes: runs that differ only in them are one configuration.
+# A method's run is deterministic per seed whichever methods run beside it, so FL from one sweep and FedGD from
+# another pair up by seed.
+NOT_CONFIGURATION = ("seed", "algorithm.methods")
+
 
 def group_runs(runs: Sequence[Run]) -> list[Group]:
-    """Group by the whole config except `seed`; label each group by the keys in which the groups differ."""
+    """Group by the whole config except `NOT_CONFIGURATION`; label each group by the keys in which the groups
+    differ. A method of a seed counts once per group: later copies (the same run summarized twice) are left out."""
     keyed: dict[str, list[Run]] = {}
     for run in sorted(runs, key=lambda r: (str(r.path.parent), r.seed)):
-        rest = {k: v for k, v in flatten(run.config).items() if k != "seed"}
+        rest = {k: v for k, v in flatten(run.config).items() if k not in NOT_CONFIGURATION}
         keyed.setdefault(json.dumps(rest, sort_keys=True, default=str), []).append(run)
     flat = [json.loads(k) for k in keyed]
     differing = sorted(k for k in set().union(*flat) if len({json.dumps(f.get(k)) for f in flat}) > 1)
     groups = []
     for rest, members in zip(flat, keyed.values(), strict=True):
         shown = [f"{k}={json.dumps(rest.get(k))}" for k in differing if k != "name"]
-        groups.append(Group(", ".join([str(rest.get("name", "?")), *shown]), members))
+        groups.append(without_copies(Group(", ".join([str(rest.get("name", "?")), *shown]), members)))
     return groups
+
+
+def without_copies(group: Group) -> Group:
+    """The group with each (seed, method) result kept from its first run only."""
+    seen: set[tuple[int, str]] = set()
+    runs, left_out = [], []
+    for run in group.runs:
+        kept = {}
+        for method, result in run.results["methods"].items():
+            if (run.seed, method) in seen:
+                left_out.append(f"{method} (seed {run.seed}) in `{run.path}`")
+            else:
+                seen.add((run.seed, method))
+                kept[method] = result
+        if kept:
+            runs.append(Run(run.path, run.results | {"methods": kept}, run.config))
+    return Group(group.label, runs, left_out)
 
 
 @dataclass
@@ -211,7 +240,7 @@ class Row:
     """One CSV row (and one Markdown table row) of the summary."""
 
     group: str
-    kind: str  # accuracy | ari | settled | paired_difference
+    kind: str  # accuracy | ari | settled | paired_difference | diagnostic:<quantity>, e.g. diagnostic:GQ_mean
     method: str
     step: int | None
     unit: str  # what one value is: a seed's mean over clients, or one client (paired, one seed)
@@ -244,11 +273,13 @@ def per_run_rows(group: Group, kind: str, value: Callable[[Run, str], float | No
 
 
 def pair_rows(group: Group, a: str, b: str) -> list[Row]:
-    """A - B per client and seed at each step (see `paired_difference`); none when a run lacks either method."""
-    runs = [r for r in group.runs if {a, b} <= r.results["methods"].keys()]
-    if not runs:
+    """A - B per client and seed at each step (see `paired_difference`), over the seeds that have both (from one
+    run or two); none when no seed has both."""
+    results_a, results_b = group.by_seed(a), group.by_seed(b)
+    seeds = [s for s in results_a if s in results_b]
+    if not seeds:
         return []
-    curves = [(r.results["methods"][a]["personalization"], r.results["methods"][b]["personalization"]) for r in runs]
+    curves = [(results_a[s]["personalization"], results_b[s]["personalization"]) for s in seeds]
     rows = []
     for i, step in enumerate(curves[0][0]["steps"]):
         if step not in curves[0][1]["steps"]:
@@ -259,8 +290,65 @@ def pair_rows(group: Group, a: str, b: str) -> list[Row]:
             for ca, cb in curves
         ]
         est, unit = paired_difference(per_seed)
-        rows.append(Row(group.label, "paired_difference", f"{a} - {b}", step, unit, est, [r.seed for r in runs]))
+        rows.append(Row(group.label, "paired_difference", f"{a} - {b}", step, unit, est, seeds))
     return rows
+
+
+# The FedGD paper's Tables 1-2 columns, as recorded by `fedpref diagnose` (key -> column title).
+DIAGNOSTIC_COLUMNS = {
+    "GQ_mean": "GQ(l)",
+    "GQ_B": "GQ_B",
+    "GQ_H": "GQ_H",
+    "m0_R": "m0_R",
+    "m0_W": "m0_W",
+    "H+_R": "H+_R",
+    "P10_R": "P10_R",
+    "H+_W": "H+_W",
+    "P10_W": "P10_W",
+}
+
+
+def diagnostic_rows(group: Group) -> list[Row]:
+    """Per method and diagnostic quantity, the runs' client-averaged value summarized over seeds."""
+    rows = []
+    for method in group.methods():
+        runs = [r for r in group.runs if r.results["methods"].get(method, {}).get("diagnostics")]
+        for key in DIAGNOSTIC_COLUMNS:
+            pairs = [(r.seed, r.results["methods"][method]["diagnostics"].get(key)) for r in runs]
+            pairs = [(s, x) for s, x in pairs if x is not None]
+            if pairs:
+                est = estimate([x for _, x in pairs])
+                rows.append(Row(group.label, f"diagnostic:{key}", method, None, "seed", est, [s for s, _ in pairs]))
+    return rows
+
+
+def diagnostic_markdown(rows: list[Row]) -> list[str]:
+    """One line per method, the paper's columns, each cell `mean [95% CI]` over seeds (n in its own column)."""
+    by_method: dict[str, dict[str, Row]] = {}
+    for r in rows:
+        by_method.setdefault(r.method, {})[r.kind.removeprefix("diagnostic:")] = r
+    lines = [
+        "| method | n | " + " | ".join(DIAGNOSTIC_COLUMNS.values()) + " |",
+        "|---" * (len(DIAGNOSTIC_COLUMNS) + 2) + "|",
+    ]
+    for method, cells in by_method.items():
+        n = max(r.est.n for r in cells.values())
+        texts = [diagnostic_cell(cells.get(key)) for key in DIAGNOSTIC_COLUMNS]
+        lines.append(f"| {method} | {n} | " + " | ".join(texts) + " |")
+    return lines
+
+
+def diagnostic_cell(row: Row | None) -> str:
+    if row is None:
+        return "–"
+    ci = row.est.interval
+    text = sci(row.est.mean)
+    return f"{text} [{sci(ci[0])}, {sci(ci[1])}]" if ci else text
+
+
+def sci(x: float) -> str:
+    """Two decimals; scientific for tiny non-zero values (GQ scales with the step size eta)."""
+    return f"{x:.2e}" if 0 < abs(x) < 5e-3 else f"{x:.2f}"
 
 
 def fmt(x: float | None, digits: int = 2) -> str:
@@ -282,9 +370,11 @@ def markdown_rows(rows: list[Row], digits: int = 2) -> list[str]:
 
 def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple[list[str], list[Row]]:
     """The Markdown section of one group and the rows it shows."""
-    seeds = ", ".join(str(r.seed) for r in group.runs)
+    seeds = ", ".join(str(s) for s in dict.fromkeys(sorted(r.seed for r in group.runs)))
     lines = [f"## {group.label}", "", f"{len(group.runs)} run(s), seeds {seeds}: "]
     lines[-1] += ", ".join(f"`{r.path}`" for r in group.runs)
+    if group.left_out:
+        lines += ["", "Left out, as a second copy of a result above: " + ", ".join(group.left_out)]
     acc = accuracy_rows(group)
     lines += ["", "Accuracy (%) per personalization step: mean over clients per seed; mean, sample std and 95% "]
     lines[-1] += "t-interval over seeds."
@@ -298,6 +388,10 @@ def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple
         lines += ["", "Round from which the partition no longer changes (FedGD Phase 1, FedBiscuit's clustering):"]
         lines += ["", *markdown_rows(settled, digits=1)]
         rows += settled
+    if diagnostics := diagnostic_rows(group):
+        lines += ["", "Diagnostics (FedGD paper Tables 1-2; `fedpref diagnose`): mean over seeds [95% t-interval]:"]
+        lines += ["", *diagnostic_markdown(diagnostics)]
+        rows += diagnostics
     for pair in pairs:
         rows += pair_markdown(group, pair, lines)
     lines += [
@@ -314,7 +408,7 @@ def pair_markdown(group: Group, pair: tuple[str, str], lines: list[str]) -> list
     rows = pair_rows(group, *pair)
     a, b = pair
     if not rows:
-        lines += ["", f"No run of this group has both {a} and {b}."]
+        lines += ["", f"No seed of this group has both {a} and {b}."]
         return rows
     unit = "one value per seed: the mean over clients of" if rows[0].unit == "seed" else "one value per client:"
     lines += ["", f"Paired difference {a} - {b} in accuracy points ({unit} A - B on the same client):", ""]
