@@ -59,7 +59,8 @@ RUNG2B := configs/reduced_imbalanced.toml --seeds 0,1 --set federation.rounds=40
 .PHONY: reproduce-rung2b reproduce-rung2b-fedgd reproduce-rung2b-baselines
 reproduce-rung2b: $(STAMP)
 	$(MAKE) -j2 reproduce-rung2b-fedgd reproduce-rung2b-baselines
-	$(BIN)/fedpref summarize $(REPRO)/rung2b $(REPRO)/rung2b_fl $(REPRO)/rung2b_fl_target --out $(REPRO)/rung2b/summary.md
+	$(BIN)/fedpref summarize $(REPRO)/rung2b $(REPRO)/rung2b_fl $(REPRO)/rung2b_fl_target --pair FedGD,FL --pair FedGD,FL_target \
+		--out $(REPRO)/rung2b/summary.md
 
 reproduce-rung2b-fedgd: $(STAMP)
 	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FedGD']" --grid algorithm.phase2_start=fresh,continue \
@@ -68,6 +69,34 @@ reproduce-rung2b-fedgd: $(STAMP)
 reproduce-rung2b-baselines: $(STAMP)
 	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL']" --out $(REPRO)/rung2b_fl/imbalanced
 	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL_target']" --out $(REPRO)/rung2b_fl_target/imbalanced
+
+# F8 at rung 2b: FedBiscuit and Soft-FL at the same 40 rounds (imbalanced, seeds 0 and 1), summarized with rung 2b's
+# FedGD (the methods pair up by seed); about 40 minutes at one thread. Resumable.
+.PHONY: reproduce-rung2b-f8
+reproduce-rung2b-f8: $(STAMP)
+	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FedBiscuit','Soft-FL']" --out $(REPRO)/rung2b_f8/imbalanced
+	$(BIN)/fedpref summarize $(REPRO)/rung2b $(REPRO)/rung2b_fl $(REPRO)/rung2b_fl_target $(REPRO)/rung2b_f8 \
+		--pair FedGD,FL --pair FedGD,FL_target --pair FedGD,FedBiscuit --pair FedGD,Soft-FL --out $(REPRO)/rung2b/summary.md
+
+# The FedGD paper's diagnostics (Tables 1-2: Gradient Quotient, margins, Headroom) on 3 seeds: FL, CL and Multi-CL on
+# the balanced config (first-rung budget, diagnostics computed in the run) and `fedpref diagnose` on the second rung's
+# imbalanced runs (FL, FL_target, FedGD); about 1 hour per stream at one thread. The sweep resumes; the three
+# diagnoses are recomputed each time (about 10 minutes each).
+.PHONY: reproduce-diagnostics
+reproduce-diagnostics: reproduce-rung2-imbalanced
+	$(REPRO_SWEEP) configs/reduced_balanced.toml --seeds 0,1,2 --set "algorithm.methods=['FL','CL','Multi-CL']" \
+		--set diagnostics.enabled=true --out $(REPRO)/diagnostics/balanced
+	for s in 0 1 2; do OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref diagnose $(REPRO)/rung2/imbalanced/seed=$$s; done
+	$(BIN)/fedpref summarize $(REPRO)/diagnostics $(REPRO)/rung2/imbalanced --out $(REPRO)/diagnostics/summary.md
+
+# FedVPA-GP paper Fig. 4 (ablation): FedVPL, +Ortho, +GB prior and the full method on the synthetic conflict at the
+# shipped schedule, 3 seeds; about 70 minutes at one thread. Resumable.
+.PHONY: reproduce-ablation
+reproduce-ablation: $(STAMP)
+	$(REPRO_SWEEP) configs/vpa_synthetic.toml --seeds 0,1,2 \
+		--set 'algorithm.methods=["FedVPA-GP","FedVPL","FedVPL+Ortho","FedVPL+GB"]' --out $(REPRO)/ablation/synthetic
+	$(BIN)/fedpref summarize $(REPRO)/ablation --pair FedVPA-GP,FedVPL --pair FedVPL+Ortho,FedVPL --pair FedVPL+GB,FedVPL \
+		--out $(REPRO)/ablation/summary.md
 
 # FedGD paper Fig. 5: FL and CL on the balanced config at tau in {1, 5, 15, 30} local steps and two learning rates
 # (the default and 10x smaller); seed 0, about 1.5 hours at one thread. Resumable.
