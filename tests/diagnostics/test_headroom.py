@@ -141,8 +141,18 @@ def test_diagnose_averages_clients_and_fills_the_table(tiny, tiny_pairs):
     model = tiny(*THETA)
     clients = {"a": tiny_client(tiny_pairs, cid="a"), "b": tiny_client(tiny_pairs, test=[(1.0, 1.0)], cid="b")}
     inits = {"a": trainable_state(model), "b": {k: -v for k, v in trainable_state(model).items()}}
-    d = diagnose(model, clients, inits, None, OptimConfig(lr=0.05, batch_size=2), steps=3)
+    reported = []
+    d = diagnose(
+        model,
+        clients,
+        inits,
+        None,
+        OptimConfig(lr=0.05, batch_size=2),
+        steps=3,
+        on_client=lambda *a: reported.append(a),
+    )
     json.dumps(d)
+    assert reported == [(1, 2), (2, 2)]
     assert d["eta"] == 0.05 and d["body_layers"] == [0] and d["head_layers"] == [1]
     per = d["clients"]
     assert d["acc0"] == pytest.approx((per["a"]["acc0"] + per["b"]["acc0"]) / 2)

@@ -43,24 +43,27 @@ def diagnose(
     chunk: int = 64,
     zero_tol: float = ZERO_TOL,
     mode: str = "auto",
+    on_client: Callable[[int, int], None] | None = None,
 ) -> dict:
     """GQ and Headroom diagnostics of each client's initialization `inits[cid]`, averaged over clients.
 
     `eta`: the step size η of GQ and H (None: `pers_optim.lr`, the personalization learning rate).
     `steps`: local AdamW steps (with `pers_optim` and `generator_fn(cid)`) behind P10 and acc10.
+    `on_client(done, total)` is called after each client (progress).
     Returns a JSON-able dict; the model's trainable state is restored afterwards.
     """
     eta = pers_optim.lr if eta is None else eta
     _validate(model, clients, inits, eta, steps, mode)
     generator_fn = generator_fn or (lambda cid: task_generator(0, "diagnostics", cid))
     saved = trainable_state(model)
+    per_client = {}
     try:
-        per_client = {
-            cid: _diagnose_client(
+        for cid, c in clients.items():
+            per_client[cid] = _diagnose_client(
                 model, c, inits[cid], eta, pers_optim, steps, generator_fn(cid), chunk, zero_tol, mode
             )
-            for cid, c in clients.items()
-        }
+            if on_client:
+                on_client(len(per_client), len(clients))
     finally:
         load_trainable_state(model, saved)
     return _aggregate(per_client, eta, steps, body_fraction)

@@ -184,8 +184,10 @@ def diagnose_run(
         path = run_dir / "models" / f"{name}.pt"
         if not path.is_file():
             raise FedprefError(f"{path}: missing; re-run the experiment to save its initializations")
-        console.print(f"diagnosing {name} ...")
-        results["methods"][name]["diagnostics"] = run_diagnostics(name, load_initializations(path), cfg, setup)
+        with _progress(console) as progress:
+            report = _reporter(progress)
+            diagnostics = run_diagnostics(name, load_initializations(path), cfg, setup, report)
+        results["methods"][name]["diagnostics"] = diagnostics
         outputs.write_json(results, results_path)
     (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
     _print_tables(results, console)

@@ -128,7 +128,7 @@ def execute_method(
     if models_dir is not None:
         save_initializations(inits, models_dir / f"{name}.pt")
     if setup is not None and cfg.diagnostics.enabled:
-        result["diagnostics"] = run_diagnostics(name, inits, cfg, setup)
+        result["diagnostics"] = run_diagnostics(name, inits, cfg, setup, progress)
     result["timing"] = {"wall_s": round(time.perf_counter() - started, 2), "global_s": sum(r["wall_s"] for r in log)}
     if federation.engine != INPROCESS:
         result["engine"] = federation.engine
@@ -165,7 +165,9 @@ def load_initializations(path: Path) -> dict[str, State]:
     return {cid: saved["states"][i] for cid, i in saved["client_state"].items()}
 
 
-def run_diagnostics(name: str, inits: dict[str, State], cfg: ExperimentConfig, setup: Setup) -> dict:
+def run_diagnostics(
+    name: str, inits: dict[str, State], cfg: ExperimentConfig, setup: Setup, progress: Progress | None = None
+) -> dict:
     """Gradient Quotient and Headroom (FedGD paper, Sec. 2.2) of one method's initializations."""
     from fedpref.diagnostics.report import diagnose
 
@@ -181,4 +183,5 @@ def run_diagnostics(name: str, inits: dict[str, State], cfg: ExperimentConfig, s
         generator_fn=lambda cid: task_generator(cfg.seed, name, "personalize", cid),
         body_fraction=d.body_fraction,
         chunk=cfg.train.eval_batch_size,
+        on_client=(lambda done, total: progress(f"{name}: diagnostics", done, total)) if progress else None,
     )
