@@ -80,14 +80,15 @@ reproduce-rung2b-f8: $(STAMP)
 
 # The FedGD paper's diagnostics (Tables 1-2: Gradient Quotient, margins, Headroom) on 3 seeds: FL, CL and Multi-CL on
 # the balanced config (first-rung budget, diagnostics computed in the run) and `fedpref diagnose` on the second rung's
-# imbalanced runs (FL, FL_target, FedGD); about 1 hour per stream at one thread. The sweep resumes; the three
-# diagnoses are recomputed each time (about 10 minutes each).
+# imbalanced runs (FL, FL_target, FedGD) and balanced FL (the same budget, for F5c); about 1 hour per stream at one
+# thread. The sweep resumes; the diagnoses are recomputed each time (about 10 minutes per imbalanced run).
 .PHONY: reproduce-diagnostics
-reproduce-diagnostics: reproduce-rung2-imbalanced
+reproduce-diagnostics: reproduce-rung2-imbalanced reproduce-rung2-balanced
 	$(REPRO_SWEEP) configs/reduced_balanced.toml --seeds 0,1,2 --set "algorithm.methods=['FL','CL','Multi-CL']" \
 		--set diagnostics.enabled=true --out $(REPRO)/diagnostics/balanced
 	for s in 0 1 2; do OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref diagnose $(REPRO)/rung2/imbalanced/seed=$$s; done
-	$(BIN)/fedpref summarize $(REPRO)/diagnostics $(REPRO)/rung2/imbalanced --out $(REPRO)/diagnostics/summary.md
+	for s in 0 1 2; do OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref diagnose $(REPRO)/rung2/balanced/seed=$$s --method FL; done
+	$(BIN)/fedpref summarize $(REPRO)/diagnostics $(REPRO)/rung2 --out $(REPRO)/diagnostics/summary.md
 
 # FedVPA-GP paper Fig. 4 (ablation): FedVPL, +Ortho, +GB prior and the full method on the synthetic conflict at the
 # shipped schedule, 3 seeds; about 70 minutes at one thread. Resumable.
