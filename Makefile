@@ -55,7 +55,7 @@ reproduce-rung2-imbalanced reproduce-rung2-balanced: reproduce-rung2-%: $(STAMP)
 
 # Rung 2b: the same ten checks two rounds apart (T = 2 over the first 20 of 40 rounds), imbalanced, seeds 0 and 1:
 # FedGD with both Phase 2 starts, and FL and FL_target at the same 40 rounds; about 1.5 hours on 2 CPU cores.
-RUNG2B := configs/reduced_imbalanced.toml --seeds 0,1 --set federation.rounds=40 --set algorithm.reassign_every=2
+RUNG2B := configs/reduced_imbalanced.toml --seeds 0,1,2 --set federation.rounds=40 --set algorithm.reassign_every=2
 .PHONY: reproduce-rung2b reproduce-rung2b-fedgd reproduce-rung2b-baselines
 reproduce-rung2b: $(STAMP)
 	$(MAKE) -j2 reproduce-rung2b-fedgd reproduce-rung2b-baselines

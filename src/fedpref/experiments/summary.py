@@ -276,7 +276,7 @@ def pair_rows(group: Group, a: str, b: str) -> list[Row]:
     """A - B per client and seed at each step (see `paired_difference`), over the seeds that have both (from one
     run or two); none when no seed has both."""
     results_a, results_b = group.by_seed(a), group.by_seed(b)
-    seeds = [s for s in results_a if s in results_b]
+    seeds = sorted(s for s in results_a if s in results_b)
     if not seeds:
         return []
     curves = [(results_a[s]["personalization"], results_b[s]["personalization"]) for s in seeds]
