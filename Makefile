@@ -53,8 +53,8 @@ reproduce-rung2: $(STAMP)
 reproduce-rung2-imbalanced reproduce-rung2-balanced: reproduce-rung2-%: $(STAMP)
 	$(REPRO_SWEEP) configs/reduced_$*.toml --seeds 0,1,2 $(RUNG2) --out $(REPRO)/rung2/$*
 
-# Rung 2b: the same ten checks two rounds apart (T = 2 over the first 20 of 40 rounds), imbalanced, seeds 0 and 1:
-# FedGD with both Phase 2 starts, and FL and FL_target at the same 40 rounds; about 1.5 hours on 2 CPU cores.
+# Rung 2b: the same ten checks two rounds apart (T = 2 over the first 20 of 40 rounds), imbalanced, seeds 0-2:
+# FedGD with both Phase 2 starts, and FL and FL_target at the same 40 rounds; about 2 hours on 2 CPU cores.
 RUNG2B := configs/reduced_imbalanced.toml --seeds 0,1,2 --set federation.rounds=40 --set algorithm.reassign_every=2
 .PHONY: reproduce-rung2b reproduce-rung2b-fedgd reproduce-rung2b-baselines
 reproduce-rung2b: $(STAMP)
@@ -70,8 +70,8 @@ reproduce-rung2b-baselines: $(STAMP)
 	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL']" --out $(REPRO)/rung2b_fl/imbalanced
 	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL_target']" --out $(REPRO)/rung2b_fl_target/imbalanced
 
-# F8 at rung 2b: FedBiscuit and Soft-FL at the same 40 rounds (imbalanced, seeds 0 and 1), summarized with rung 2b's
-# FedGD (the methods pair up by seed); about 40 minutes at one thread. Resumable.
+# F8 at rung 2b: FedBiscuit and Soft-FL at the same 40 rounds (imbalanced, rung 2b's seeds), summarized with rung 2b's
+# FedGD (the methods pair up by seed); about 35 minutes per seed at one thread. Resumable.
 .PHONY: reproduce-rung2b-f8
 reproduce-rung2b-f8: $(STAMP)
 	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FedBiscuit','Soft-FL']" --out $(REPRO)/rung2b_f8/imbalanced
@@ -91,7 +91,7 @@ reproduce-diagnostics: reproduce-rung2-imbalanced reproduce-rung2-balanced
 	$(BIN)/fedpref summarize $(REPRO)/diagnostics $(REPRO)/rung2 --out $(REPRO)/diagnostics/summary.md
 
 # FedVPA-GP paper Fig. 4 (ablation): FedVPL, +Ortho, +GB prior and the full method on the synthetic conflict at the
-# shipped schedule, 3 seeds; about 70 minutes at one thread. Resumable.
+# shipped schedule, 3 seeds; about 55 minutes at one thread. Resumable.
 .PHONY: reproduce-ablation
 reproduce-ablation: $(STAMP)
 	$(REPRO_SWEEP) configs/vpa_synthetic.toml --seeds 0,1,2 \
