@@ -140,19 +140,19 @@ def table_rows(diags_by_method: dict[str, dict]) -> tuple[list[str], list[list[s
         rows.append(
             [
                 method,
-                f"{_num(d['GQ_mean'])} ± {_num(d['GQ_std'])}",
-                _num(d["GQ_B"]),
-                _num(d["GQ_H"]),
-                _num(d["m0_R"], signed=True),
-                _num(d["m0_W"], signed=True),
-                *(_num(d[k]) for k in ("H+_R", "P10_R", "H+_W", "P10_W")),
-                f"{_num(d['acc10'])} ({_num(d['acc0'])})",
+                f"{format_value(d['GQ_mean'])} ± {format_value(d['GQ_std'])}",
+                format_value(d["GQ_B"]),
+                format_value(d["GQ_H"]),
+                format_value(d["m0_R"], signed=True),
+                format_value(d["m0_W"], signed=True),
+                *(format_value(d[k]) for k in ("H+_R", "P10_R", "H+_W", "P10_W")),
+                f"{format_value(d['acc10'])} ({format_value(d['acc0'])})",
             ]
         )
     return list(HEADER), rows
 
 
-def _num(v: float | None, signed: bool = False) -> str:
+def format_value(v: float | None, signed: bool = False) -> str:
     """Two decimals; scientific for tiny non-zero values (GQ scales with η)."""
     if v is None or not math.isfinite(v):
         return "–"

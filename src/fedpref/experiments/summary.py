@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedpref.diagnostics.report import format_value
 from fedpref.engines.loop import partition_ari
 from fedpref.errors import FedprefError
 
@@ -309,17 +310,12 @@ DIAGNOSTIC_COLUMNS = {
 
 
 def diagnostic_rows(group: Group) -> list[Row]:
-    """Per method and diagnostic quantity, the runs' client-averaged value summarized over seeds."""
-    rows = []
-    for method in group.methods():
-        runs = [r for r in group.runs if r.results["methods"].get(method, {}).get("diagnostics")]
-        for key in DIAGNOSTIC_COLUMNS:
-            pairs = [(r.seed, r.results["methods"][method]["diagnostics"].get(key)) for r in runs]
-            pairs = [(s, x) for s, x in pairs if x is not None]
-            if pairs:
-                est = estimate([x for _, x in pairs])
-                rows.append(Row(group.label, f"diagnostic:{key}", method, None, "seed", est, [s for s, _ in pairs]))
-    return rows
+    """Per diagnostic quantity and method, the runs' client-averaged value summarized over seeds."""
+
+    def quantity(key: str) -> Callable[[Run, str], float | None]:
+        return lambda run, method: (run.results["methods"][method].get("diagnostics") or {}).get(key)
+
+    return [row for key in DIAGNOSTIC_COLUMNS for row in per_run_rows(group, f"diagnostic:{key}", quantity(key))]
 
 
 def diagnostic_markdown(rows: list[Row]) -> list[str]:
@@ -342,13 +338,8 @@ def diagnostic_cell(row: Row | None) -> str:
     if row is None:
         return "–"
     ci = row.est.interval
-    text = sci(row.est.mean)
-    return f"{text} [{sci(ci[0])}, {sci(ci[1])}]" if ci else text
-
-
-def sci(x: float) -> str:
-    """Two decimals; scientific for tiny non-zero values (GQ scales with the step size eta)."""
-    return f"{x:.2e}" if 0 < abs(x) < 5e-3 else f"{x:.2f}"
+    text = format_value(row.est.mean)
+    return f"{text} [{format_value(ci[0])}, {format_value(ci[1])}]" if ci else text
 
 
 def fmt(x: float | None, digits: int = 2) -> str:
