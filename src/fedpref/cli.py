@@ -270,7 +270,8 @@ def _add_summarize_parser(sub) -> None:
         "differ only in the seed form a group; per method and personalization step the mean over seeds, the "
         "sample std and the 95% Student-t interval of the mean; FedGD/FedBiscuit partition ARI and the round "
         "from which the partition no longer changes; per-group accuracies; the FedVPL/FedVPA-GP selector table; "
-        "a paired difference per --pair. Markdown on stdout.",
+        "a paired difference per --pair; per --across KEY, the configurations that differ only in KEY side by side "
+        "with their paired differences. Markdown on stdout.",
     )
     summarize.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
     summarize.add_argument(
@@ -279,6 +280,14 @@ def _add_summarize_parser(sub) -> None:
         default=None,
         metavar="A,B",
         help="paired per-client difference A - B (same clients, same seeds); repeat for several pairs",
+    )
+    summarize.add_argument(
+        "--across",
+        action="append",
+        default=None,
+        metavar="KEY[=REF]",
+        help="compare configurations that differ only in this config key (e.g. algorithm.num_models=4): each "
+        "method's accuracy per value and its paired difference against REF (default: the first value); repeatable",
     )
     summarize.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
     summarize.add_argument("--csv", type=Path, default=None, help="write the numbers as CSV to this file")
@@ -390,9 +399,10 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
 
 
 def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.summary import parse_pairs, summarize, to_csv
+    from fedpref.experiments.summary import parse_across, parse_pairs, summarize, to_csv
 
-    markdown, rows = summarize(args.dirs, parse_pairs(args.pair))
+    across = [parse_across(text) for text in args.across or ()]
+    markdown, rows = summarize(args.dirs, parse_pairs(args.pair), across)
     sys.stdout.write(markdown)
     sys.stdout.flush()
     if args.out:

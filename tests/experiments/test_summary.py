@@ -45,14 +45,14 @@ def curves(per_client: dict[str, list[float]]) -> dict:
     }
 
 
-def write_run(folder, seed: int, lr: float = 0.001, finished: bool = True, methods=("FL", "FedGD")) -> None:
+def write_run(folder, seed: int, lr: float = 0.001, finished: bool = True, methods=("FL", "FedGD"), fl=FL) -> None:
     folder.mkdir(parents=True)
     config = f'name = "fx"\nseed = {seed}\n\n[data]\nsource = "synthetic"\ngroup_sizes = [1, 1]\n\n[train]\nlr = {lr}\n'
     config += f"\n[algorithm]\nmethods = {json.dumps(list(methods))}\n"
     (folder / "config.toml").write_text(config)
     results = {"seed": seed, "methods": {}}
     if "FL" in methods:
-        results["methods"]["FL"] = {"personalization": curves(FL[seed]), "assignments": []}
+        results["methods"]["FL"] = {"personalization": curves(fl[seed]), "assignments": []}
     if "FedGD" in methods:
         results["methods"]["FedGD"] = {
             "personalization": curves(FEDGD[seed]),
@@ -213,6 +213,50 @@ def test_methods_from_separate_sweeps_pair_up_by_seed(tmp_path, capsys):
     assert "| FL | 0 | 3 | 70.00 | 10.00 | [45.16, 94.84] | 60.00, 70.00, 80.00 |" in lines
     assert "| FedGD - FL | 0 | 3 | 2.00 | 1.00 | [-0.48, 4.48] | 1.00, 2.00, 3.00 |" in lines
     assert "| FedGD - FL | 5 | 3 | 0.33 | 0.58 | [-1.10, 1.77] | 0.00, 0.00, 1.00 |" in lines
+
+
+def test_summarize_across_a_config_key_by_hand(tmp_path, capsys):
+    """FL at lr 0.001 scores FL's numbers, at lr 0.01 FEDGD's: the difference per seed is FedGD - FL above."""
+    for seed in FL:
+        write_run(tmp_path / "lr_small" / f"s{seed}", seed, methods=("FL",))
+        write_run(tmp_path / "lr_large" / f"s{seed}", seed, lr=0.01, methods=("FL",), fl=FEDGD)
+    csv_path = tmp_path / "s.csv"
+    assert main(["summarize", str(tmp_path), "--across", "train.lr", "--csv", str(csv_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "## Across train.lr: fx" in lines
+    assert "| method | train.lr=0.001 | train.lr=0.01 |" in lines
+    # acc^5 at lr 0.001: 80, 85, 90 (mean 85, half-width 12.42); at 0.01: 80, 85, 91 -> mean 85.33, std 5.51,
+    # half-width 4.3027 * 5.508 / sqrt(3) = 13.68, so [71.65, 99.02]
+    assert "| FL | 85.00 [72.58, 97.42] (3) at step 5 | 85.33 [71.65, 99.02] (3) at step 5 |" in lines
+    # lr 0.01 - lr 0.001 per seed at step 0: 1, 2, 3; at step 5: 0, 0, 1 (as FedGD - FL)
+    assert "| FL: train.lr=0.01 - train.lr=0.001 | 0 | 3 | 2.00 | 1.00 | [-0.48, 4.48] | 1.00, 2.00, 3.00 |" in lines
+    assert "| FL: train.lr=0.01 - train.lr=0.001 | 5 | 3 | 0.33 | 0.58 | [-1.10, 1.77] | 0.00, 0.00, 1.00 |" in lines
+    rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
+    assert [(r["kind"], r["step"], r["values"]) for r in rows if r["kind"].startswith("across")] == [
+        ("across:train.lr", "0", "1.0;2.0;3.0"),
+        ("across:train.lr", "5", "0.0;0.0;1.0"),
+    ]
+    # the reference named: 1e-3 is 0.001, so this is the default order; 0.01 as reference flips the sign
+    assert main(["summarize", str(tmp_path), "--across", "train.lr=1e-3"]) == 0
+    assert "| FL: train.lr=0.01 - train.lr=0.001 | 0 | 3 | 2.00 | 1.00 | [-0.48, 4.48] | 1.00, 2.00, 3.00 |" in (
+        capsys.readouterr().out.splitlines()
+    )
+    assert main(["summarize", str(tmp_path), "--across", "train.lr=0.01"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "| FL: train.lr=0.001 - train.lr=0.01 | 0 | 3 | -2.00 | 1.00 | [-4.48, 0.48] | -1.00, -2.00, -3.00 |" in out
+
+
+def test_summarize_across_errors(tmp_path, capsys):
+    for lr in (0.001, 0.01):
+        write_run(tmp_path / str(lr), 0, lr=lr, methods=("FL",))
+    for arg, message in [
+        ("train.lr=0.5", "no configuration has train.lr = 0.5 (values: 0.001, 0.01)"),
+        ("train.batch_size", "no two configurations of these runs differ only in train.batch_size"),
+        ("seed", "are one configuration already"),
+        ("train.lr=", "expected a config key"),
+    ]:
+        assert main(["summarize", str(tmp_path), "--across", arg]) == 2
+        assert message in capsys.readouterr().err
 
 
 def test_summarize_errors(runs, capsys):

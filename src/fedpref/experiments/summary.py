@@ -185,6 +185,7 @@ class Group:
     label: str
     runs: list[Run] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # "method (seed s) in path": a second copy of a result
+    settings: dict[str, object] = field(default_factory=dict)  # the flattened config without NOT_CONFIGURATION
 
     def methods(self) -> list[str]:
         names: list[str] = []
@@ -215,7 +216,8 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
     groups = []
     for rest, members in zip(flat, keyed.values(), strict=True):
         shown = [f"{k}={json.dumps(rest.get(k))}" for k in differing if k != "name"]
-        groups.append(without_copies(Group(", ".join([str(rest.get("name", "?")), *shown]), members)))
+        label = ", ".join([str(rest.get("name", "?")), *shown])
+        groups.append(without_copies(Group(label, members, settings=rest)))
     return groups
 
 
@@ -233,7 +235,7 @@ def without_copies(group: Group) -> Group:
                 kept[method] = result
         if kept:
             runs.append(Run(run.path, run.results | {"methods": kept}, run.config))
-    return Group(group.label, runs, left_out)
+    return Group(group.label, runs, left_out, group.settings)
 
 
 @dataclass
@@ -241,7 +243,7 @@ class Row:
     """One CSV row (and one Markdown table row) of the summary."""
 
     group: str
-    kind: str  # accuracy | ari | settled | paired_difference | diagnostic:<quantity>, e.g. diagnostic:GQ_mean
+    kind: str  # accuracy | ari | settled | paired_difference | diagnostic:<quantity> | across:<config key>
     method: str
     step: int | None
     unit: str  # what one value is: a seed's mean over clients, or one client (paired, one seed)
@@ -276,7 +278,13 @@ def per_run_rows(group: Group, kind: str, value: Callable[[Run, str], float | No
 def pair_rows(group: Group, a: str, b: str) -> list[Row]:
     """A - B per client and seed at each step (see `paired_difference`), over the seeds that have both (from one
     run or two); none when no seed has both."""
-    results_a, results_b = group.by_seed(a), group.by_seed(b)
+    return seed_pair_rows(group.label, "paired_difference", f"{a} - {b}", group.by_seed(a), group.by_seed(b))
+
+
+def seed_pair_rows(
+    label: str, kind: str, name: str, results_a: dict[int, dict], results_b: dict[int, dict]
+) -> list[Row]:
+    """A - B at each personalization step of A that B also has, over the seeds in both (seed -> method results)."""
     seeds = sorted(s for s in results_a if s in results_b)
     if not seeds:
         return []
@@ -291,7 +299,7 @@ def pair_rows(group: Group, a: str, b: str) -> list[Row]:
             for ca, cb in curves
         ]
         est, unit = paired_difference(per_seed)
-        rows.append(Row(group.label, "paired_difference", f"{a} - {b}", step, unit, est, seeds))
+        rows.append(Row(label, kind, name, step, unit, est, seeds))
     return rows
 
 
@@ -543,6 +551,94 @@ def to_csv(rows: list[Row]) -> str:
     return out.getvalue()
 
 
+def parse_across(text: str) -> tuple[str, str | None]:
+    """`--across KEY` or `--across KEY=REF` as (KEY, REF or None)."""
+    key, sep, ref = (part.strip() for part in text.partition("="))
+    ref = ref.strip("'\"")
+    if not key or (sep and not ref):
+        raise FedprefError(
+            f"--across {text}: expected a config key and optionally its reference value, e.g. "
+            "--across algorithm.num_models=4"
+        )
+    if key in NOT_CONFIGURATION:
+        raise FedprefError(f"--across {key}: runs that differ only in {key} are one configuration already")
+    return key, ref if sep else None
+
+
+def value_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def is_value(value: object, text: str) -> bool:
+    """Whether a config value is the one written as `text` on the command line (1e-3 is 0.001)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return float(text) == float(value)
+        except ValueError:
+            return False
+    return value_text(value) == text
+
+
+def families(groups: Sequence[Group], key: str) -> list[list[Group]]:
+    """Configurations that differ only in `key`, each family ordered by its values (numbers first, then text)."""
+    found: dict[str, list[Group]] = {}
+    for group in groups:
+        if key in group.settings:
+            rest = {k: v for k, v in group.settings.items() if k != key}
+            found.setdefault(json.dumps(rest, sort_keys=True, default=str), []).append(group)
+    order = [
+        sorted(family, key=lambda g: (isinstance(g.settings[key], str), g.settings[key])) for family in found.values()
+    ]
+    return [family for family in order if len(family) > 1]
+
+
+def across_markdown(groups: Sequence[Group], key: str, ref: str | None) -> tuple[list[str], list[Row]]:
+    """Per family of configurations differing only in `key`: each method's last-step accuracy per value, and the
+    paired difference (same method, same seeds and clients) of each value against the reference value (the first
+    value unless `ref` names one)."""
+    lines, rows = [], []
+    found = families(groups, key)
+    if not found:
+        raise FedprefError(f"--across {key}: no two configurations of these runs differ only in {key}")
+    for family in found:
+        reference = family[0] if ref is None else next((g for g in family if is_value(g.settings[key], ref)), None)
+        if reference is not None:
+            section, shown = across_family(family, key, reference)
+            lines += section
+            rows += shown
+    if not rows and not lines:
+        values = sorted({value_text(g.settings[key]) for family in found for g in family})
+        raise FedprefError(f"--across {key}={ref}: no configuration has {key} = {ref} (values: {', '.join(values)})")
+    return lines, rows
+
+
+def across_family(family: list[Group], key: str, reference: Group) -> tuple[list[str], list[Row]]:
+    label = ", ".join(p for p in reference.label.split(", ") if not p.startswith(f"{key}="))
+    names = {id(g): f"{key}={value_text(g.settings[key])}" for g in family}
+    lines = [f"## Across {key}: {label}", "", "Accuracy (%) at the last personalization step, mean over seeds "]
+    lines[-1] += "[95% t-interval] (number of seeds):"
+    lines += ["", "| method | " + " | ".join(names.values()) + " |", "|---" * (len(family) + 1) + "|"]
+    rows = []
+    for method in reference.methods():
+        lines.append(f"| {method} | " + " | ".join(last_step_cell(g, method) for g in family) + " |")
+        for group in family:
+            if group is not reference:
+                name = f"{method}: {names[id(group)]} - {names[id(reference)]}"
+                rows += seed_pair_rows(label, f"across:{key}", name, group.by_seed(method), reference.by_seed(method))
+    lines += ["", f"Paired difference against {names[id(reference)]} in accuracy points (same method, seeds and "]
+    lines[-1] += "clients; one value per seed: the mean over clients):"
+    lines += ["", *markdown_rows(rows)] if rows else ["", "No seed is in both configurations."]
+    return [*lines, ""], rows
+
+
+def last_step_cell(group: Group, method: str) -> str:
+    """'mean [lo, hi] (n) at acc^step' of the method's mean accuracy over clients, over seeds; '–' if absent."""
+    curves = [r["personalization"] for r in group.by_seed(method).values()]
+    if not curves:
+        return "–"
+    return f"{interval_cell([c['acc_mean'][-1] for c in curves])} at step {curves[0]['steps'][-1]}"
+
+
 def parse_pairs(texts: Sequence[str] | None) -> list[tuple[str, str]]:
     """Each `--pair A,B` as (A, B)."""
     return [parse_pair(text) for text in texts or ()]
@@ -555,9 +651,12 @@ def parse_pair(text: str) -> tuple[str, str]:
     return names[0], names[1]
 
 
-def summarize(paths: Sequence[Path], pairs: Sequence[tuple[str, str]] = ()) -> tuple[str, list[Row]]:
+def summarize(
+    paths: Sequence[Path], pairs: Sequence[tuple[str, str]] = (), across: Sequence[tuple[str, str | None]] = ()
+) -> tuple[str, list[Row]]:
     """(Markdown, rows) for the finished runs in or below `paths`, one section per configuration; a paired
-    difference for each (A, B) in `pairs`."""
+    difference for each (A, B) in `pairs`, and for each (key, reference value) in `across` between configurations
+    that differ only in that key."""
     runs = find_runs(paths)
     finished = [r for r in runs if r.finished]
     if not finished:
@@ -569,8 +668,13 @@ def summarize(paths: Sequence[Path], pairs: Sequence[tuple[str, str]] = ()) -> t
     lines, rows = ["# Summary of runs", ""], []
     if unfinished := [r for r in runs if not r.finished]:
         lines += [f"Left out {len(unfinished)} unfinished run(s): " + ", ".join(f"`{r.path}`" for r in unfinished), ""]
-    for group in group_runs(finished):
+    groups = group_runs(finished)
+    for group in groups:
         section, shown = group_markdown(group, pairs)
         lines += [*section, ""]
+        rows += shown
+    for key, ref in across:
+        section, shown = across_markdown(groups, key, ref)
+        lines += section
         rows += shown
     return "\n".join(lines).rstrip() + "\n", rows
