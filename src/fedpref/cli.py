@@ -268,7 +268,8 @@ def _add_summarize_parser(sub) -> None:
         help="mean, std and 95%% t-intervals over seeds of finished runs, grouped by configuration",
         description="Summarize the finished runs in or below DIR (run or sweep folders): runs whose configs "
         "differ only in the seed form a group; per method and personalization step the mean over seeds, the "
-        "sample std and the 95% Student-t interval of the mean; FedGD/FedBiscuit partition ARI and the round "
+        "sample std and the 95% Student-t interval of the mean; FedGD/FedBiscuit partition ARI, the final partition "
+        "by true group and the round "
         "from which the partition no longer changes; per-group accuracies; the FedVPL/FedVPA-GP selector table; "
         "a paired difference per --pair; per --across KEY, the configurations that differ only in KEY side by side "
         "with their paired differences. Markdown on stdout.",

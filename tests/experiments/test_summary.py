@@ -8,7 +8,14 @@ import math
 import pytest
 
 from fedpref.cli import main
-from fedpref.experiments.summary import estimate, paired_difference, partition_ari, settle_round, t_quantile
+from fedpref.experiments.summary import (
+    estimate,
+    paired_difference,
+    partition_ari,
+    partition_text,
+    settle_round,
+    t_quantile,
+)
 
 # Per seed, per client accuracy at steps [0, 5]: FL and FedGD on two clients (c000 in G1, c001 in G2).
 FL = {
@@ -106,6 +113,14 @@ def test_partition_ari_uses_the_frozen_assignment():
     assert partition_ari([early], truth) is None
 
 
+def test_partition_text_names_the_true_groups_in_each_model():
+    truth = {"c000": "G1", "c001": "G2", "c002": "G2", "c003": "G3"}
+    early = {"round": 0, "assignment": {"c000": 0, "c001": 0, "c002": 0, "c003": 0}}
+    frozen = {"round": 2, "assignment": {"c000": 1, "c001": 1, "c002": 0, "c003": 0, "other": 1}, "frozen": True}
+    assert partition_text([early, frozen], truth) == "G1 1 + G2 1 | G2 1 + G3 1"
+    assert partition_text([early], truth) is None
+
+
 def test_settle_round_by_hand():
     a, b = {"x": 0, "y": 0, "z": 1}, {"x": 0, "y": 1, "z": 1}
     records = [{"round": 2, "assignment": a}, {"round": 4, "assignment": b}, {"round": 6, "assignment": b}]
@@ -152,6 +167,7 @@ def test_summarize_markdown_and_csv(runs, capsys):
     assert "| FedGD |  | 3 | 2.0 | 2.0 | [-3.0, 7.0] | 2.0, 4.0, 0.0 |" in lines
     assert "| FL | 0 | 1 | 60.00 | – | – | 60.00 |" in lines  # the other group: one seed, no interval
     assert "- FedGD (seed 2): G1 72->86, G2 94->96" in lines
+    assert "- FedGD (seed 1): G1 1 | G2 1" in lines  # the final partition by true group
     assert "No seed of this group has both FedGD and FL." in lines
 
     rows = list(csv.DictReader(io.StringIO(out_csv.read_text())))

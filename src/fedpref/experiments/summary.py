@@ -8,6 +8,7 @@ import json
 import math
 import statistics
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,12 @@ class Run:
     def settled(self, method: str) -> int | None:
         return settle_round(self.results["methods"][method].get("assignments", []))
 
+    def partition(self, method: str) -> str | None:
+        """The final partition by true group (synthetic benchmark only), see `partition_text`."""
+        if self.config.get("data", {}).get("source", "synthetic") != "synthetic":
+            return None
+        return partition_text(self.results["methods"][method].get("assignments", []), true_groups(self.config))
+
 
 def settle_round(assignments: Sequence[dict]) -> int | None:
     """The round of the first clustering record after which the partition never changes (FedGD paper, Fig. 6);
@@ -136,6 +143,19 @@ def settle_round(assignments: Sequence[dict]) -> int | None:
     while first > 0 and partitions[first - 1] == partitions[-1]:
         first -= 1
     return records[first]["round"]
+
+
+def partition_text(assignments: Sequence[dict], truth: dict[str, str]) -> str | None:
+    """The last frozen (FedGD) or final-selection (FedBiscuit) partition as the true groups in each model, e.g.
+    'G1 6 + G2 6 | G3 2 + G4 2' (models in text order); None without one."""
+    final = [a for a in assignments if a.get("frozen") or a.get("final_selection")]
+    if not final:
+        return None
+    members: dict[int, Counter[str]] = {}
+    for client, label in final[-1]["assignment"].items():
+        if client in truth:
+            members.setdefault(label, Counter())[truth[client]] += 1
+    return " | ".join(sorted(" + ".join(f"{g} {n}" for g, n in sorted(c.items())) for c in members.values()))
 
 
 def partition_of(assignment: dict[str, int]) -> frozenset[frozenset[str]]:
@@ -383,6 +403,7 @@ def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple
         lines += ["", "Partition ARI against the true groups (FedGD's frozen groups, FedBiscuit's final selection):"]
         lines += ["", *markdown_rows(ari, digits=3)]
         rows += ari
+    lines += partition_lines(group)
     if settled := per_run_rows(group, "settled", Run.settled):
         lines += ["", "Round from which the partition no longer changes (FedGD Phase 1, FedBiscuit's clustering):"]
         lines += ["", *markdown_rows(settled, digits=1)]
@@ -401,6 +422,17 @@ def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple
         *client_interval_lines(group, "unseen"),
     ]
     return lines, rows
+
+
+def partition_lines(group: Group) -> list[str]:
+    """Per method and seed, the final partition by true group (FedGD paper, Fig. 4)."""
+    lines = [
+        f"- {method} (seed {run.seed}): {text}"
+        for method in group.methods()
+        for run in group.runs
+        if method in run.results["methods"] and (text := run.partition(method))
+    ]
+    return ["", "Final partition, true groups per model (each seed):", "", *lines] if lines else []
 
 
 def pair_markdown(group: Group, pair: tuple[str, str], lines: list[str]) -> list[Row]:
