@@ -80,8 +80,8 @@ reproduce-rung2b-f8: $(STAMP)
 		--pair FedGD,FL --pair FedGD,FL_target --pair FedGD,FedBiscuit --pair FedGD,Soft-FL --out $(REPRO)/rung2b/summary.md
 
 # FedGD paper Tables 5-6 (K in {2, 3, 4}) at rung 2b (imbalanced, 40 rounds, T = 2): FedGD at each K on seeds 0-2,
-# each run diagnosed (Table 5: margins, GQ, correction), and FedBiscuit and Soft-FL at K = 2 on seed 0 (Table 6); two
-# streams of about 1.5 hours each at one thread. The sweeps resume; the diagnoses are recomputed (about 4 min a run).
+# each run diagnosed (Table 5: margins, GQ, correction), and FedBiscuit and Soft-FL at K = 2 and 3 on seed 0
+# (Table 6); two streams of about 2 and 1.5 hours at one thread. The sweeps resume; the diagnoses are recomputed.
 KSWEEP := $(REPRO_SWEEP) $(RUNG2B_SETTINGS)
 .PHONY: reproduce-k reproduce-k-two-three reproduce-k-four
 reproduce-k: $(STAMP)
@@ -93,13 +93,13 @@ reproduce-k-two-three: $(STAMP)
 	$(KSWEEP) --seeds 0,1,2 --set "algorithm.methods=['FedGD']" --grid algorithm.num_models=2,3 --out $(REPRO)/rung2b_k/imbalanced
 	for k in 2 3; do for s in 0 1 2; do OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 		$(BIN)/fedpref diagnose $(REPRO)/rung2b_k/imbalanced/algorithm.num_models=$$k/seed=$$s; done; done
-	$(KSWEEP) --seeds 0 --set "algorithm.methods=['Soft-FL']" --grid algorithm.num_models=2 --out $(REPRO)/rung2b_k_softfl/imbalanced
+	$(KSWEEP) --seeds 0 --set "algorithm.methods=['Soft-FL']" --grid algorithm.num_models=2,3 --out $(REPRO)/rung2b_k_softfl/imbalanced
 
 reproduce-k-four: $(STAMP)
 	$(KSWEEP) --seeds 0,1,2 --set "algorithm.methods=['FedGD']" --grid algorithm.num_models=4 --out $(REPRO)/rung2b_k4/imbalanced
 	for s in 0 1 2; do OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 		$(BIN)/fedpref diagnose $(REPRO)/rung2b_k4/imbalanced/algorithm.num_models=4/seed=$$s; done
-	$(KSWEEP) --seeds 0 --set "algorithm.methods=['FedBiscuit']" --grid algorithm.num_models=2 --out $(REPRO)/rung2b_k_fedbiscuit/imbalanced
+	$(KSWEEP) --seeds 0 --set "algorithm.methods=['FedBiscuit']" --grid algorithm.num_models=2,3 --out $(REPRO)/rung2b_k_fedbiscuit/imbalanced
 
 # The FedGD paper's diagnostics (Tables 1-2: Gradient Quotient, margins, Headroom) on 3 seeds: FL, CL and Multi-CL on
 # the balanced config (first-rung budget, diagnostics computed in the run) and `fedpref diagnose` on the second rung's
