@@ -3,19 +3,11 @@
 import csv
 import io
 import json
-import math
 
 import pytest
 
 from fedpref.cli import main
-from fedpref.experiments.summary import (
-    estimate,
-    paired_difference,
-    partition_ari,
-    partition_text,
-    settle_round,
-    t_quantile,
-)
+from fedpref.engines.loop import partition_ari
 
 # Per seed, per client accuracy at steps [0, 5]: FL and FedGD on two clients (c000 in G1, c001 in G2).
 FL = {
@@ -69,68 +61,6 @@ def write_run(folder, seed: int, lr: float = 0.001, finished: bool = True, metho
     if finished:
         results["timing"] = {"wall_s": 1.0}
     (folder / "results.json").write_text(json.dumps(results))
-
-
-def test_mean_std_and_t_interval_by_hand():
-    est = estimate([80, 90, 100])
-    assert (est.n, est.mean, est.std) == (3, 90.0, 10.0)
-    # t_{0.975,2} = 4.3027; half-width 4.3027 * 10 / sqrt(3) = 24.84
-    assert est.half_width == pytest.approx(24.84, abs=0.005)
-    assert est.interval == pytest.approx((65.16, 114.84), abs=0.005)
-    single = estimate([42.0])
-    assert (single.n, single.mean, single.std, single.half_width, single.interval) == (1, 42.0, None, None, None)
-
-
-def test_t_quantiles():
-    assert t_quantile(1) == 12.7062 and t_quantile(2) == 4.3027 and t_quantile(30) == 2.0423
-    # beyond the table: t_{0.975,40} = 2.0211, t_{0.975,120} = 1.9799, and the normal 1.96 in the limit
-    assert t_quantile(40) == pytest.approx(2.0211, abs=1e-4)
-    assert t_quantile(120) == pytest.approx(1.9799, abs=1e-4)
-    assert t_quantile(10**7) == pytest.approx(1.96, abs=1e-3)
-    with pytest.raises(ValueError):
-        t_quantile(0)
-
-
-def test_paired_difference_by_hand():
-    # several seeds: one value per seed, the mean over clients of A - B: (0+2)/2, (2+2)/2, (2+4)/2 = 1, 2, 3
-    seeds = [({"a": 50, "b": 72}, {"a": 50, "b": 70}), ({"a": 62, "b": 82}, {"a": 60, "b": 80})]
-    seeds.append(({"a": 72, "b": 94, "only_in_a": 0}, {"a": 70, "b": 90}))
-    est, unit = paired_difference(seeds)
-    assert unit == "seed" and est.n == 3 and est.mean == 2.0 and est.std == 1.0
-    assert est.half_width == pytest.approx(4.3027 / math.sqrt(3))  # 2.48
-    # one seed: the clients are the unit; differences 10, 0, 10 -> mean 6.67, std 5.77, half 4.3027*5.77/sqrt(3)
-    est, unit = paired_difference([({"x": 70, "y": 90, "z": 80}, {"x": 60, "y": 90, "z": 70})])
-    assert unit == "client" and est.n == 3
-    assert (est.mean, est.std, est.half_width) == pytest.approx((6.667, 5.774, 14.342), abs=1e-3)
-
-
-def test_partition_ari_uses_the_frozen_assignment():
-    truth = {"c000": "G1", "c001": "G1", "c002": "G2", "c003": "G2"}
-    early = {"round": 0, "assignment": {"c000": 0, "c001": 1, "c002": 0, "c003": 1}}
-    frozen = {"round": 1, "assignment": {"c000": 1, "c001": 1, "c002": 0, "c003": 0}, "frozen": True}
-    assert partition_ari([early, frozen], truth) == 1.0
-    assert partition_ari([early | {"final_selection": True}], truth) == -0.5  # every cell of the 2x2 table is 1
-    assert partition_ari([early], truth) is None
-
-
-def test_partition_text_names_the_true_groups_in_each_model():
-    truth = {"c000": "G1", "c001": "G2", "c002": "G2", "c003": "G3"}
-    early = {"round": 0, "assignment": {"c000": 0, "c001": 0, "c002": 0, "c003": 0}}
-    frozen = {"round": 2, "assignment": {"c000": 1, "c001": 1, "c002": 0, "c003": 0, "other": 1}, "frozen": True}
-    assert partition_text([early, frozen], truth) == "G1 1 + G2 1 | G2 1 + G3 1"
-    assert partition_text([early], truth) is None
-
-
-def test_settle_round_by_hand():
-    a, b = {"x": 0, "y": 0, "z": 1}, {"x": 0, "y": 1, "z": 1}
-    records = [{"round": 2, "assignment": a}, {"round": 4, "assignment": b}, {"round": 6, "assignment": b}]
-    assert settle_round(records) == 4
-    b_relabelled = {"x": 1, "y": 0, "z": 0}  # the same partition as b
-    assert settle_round([*records[:2], {"round": 6, "assignment": b_relabelled, "frozen": True}]) == 4
-    assert settle_round([{"round": 2, "assignment": b}, *records[1:]]) == 2  # never changed: the first record
-    assert settle_round([*records, {"round": 8, "assignment": a}]) == 8  # changed at the last record
-    assert settle_round([*records[:2], {"round": 6, "assignment": a, "final_selection": True}]) == 4
-    assert settle_round(records[:1]) is None and settle_round([]) is None
 
 
 @pytest.fixture

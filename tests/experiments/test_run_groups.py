@@ -1,0 +1,32 @@
+"""Run folders read back: the final partition, its ARI and the round it settles, on hand-written assignments."""
+
+from fedpref.experiments.run_groups import partition_ari, partition_text, settle_round
+
+
+def test_partition_ari_uses_the_frozen_assignment():
+    truth = {"c000": "G1", "c001": "G1", "c002": "G2", "c003": "G2"}
+    early = {"round": 0, "assignment": {"c000": 0, "c001": 1, "c002": 0, "c003": 1}}
+    frozen = {"round": 1, "assignment": {"c000": 1, "c001": 1, "c002": 0, "c003": 0}, "frozen": True}
+    assert partition_ari([early, frozen], truth) == 1.0
+    assert partition_ari([early | {"final_selection": True}], truth) == -0.5  # every cell of the 2x2 table is 1
+    assert partition_ari([early], truth) is None
+
+
+def test_partition_text_names_the_true_groups_in_each_model():
+    truth = {"c000": "G1", "c001": "G2", "c002": "G2", "c003": "G3"}
+    early = {"round": 0, "assignment": {"c000": 0, "c001": 0, "c002": 0, "c003": 0}}
+    frozen = {"round": 2, "assignment": {"c000": 1, "c001": 1, "c002": 0, "c003": 0, "other": 1}, "frozen": True}
+    assert partition_text([early, frozen], truth) == "G1 1 + G2 1 | G2 1 + G3 1"
+    assert partition_text([early], truth) is None
+
+
+def test_settle_round_by_hand():
+    a, b = {"x": 0, "y": 0, "z": 1}, {"x": 0, "y": 1, "z": 1}
+    records = [{"round": 2, "assignment": a}, {"round": 4, "assignment": b}, {"round": 6, "assignment": b}]
+    assert settle_round(records) == 4
+    b_relabelled = {"x": 1, "y": 0, "z": 0}  # the same partition as b
+    assert settle_round([*records[:2], {"round": 6, "assignment": b_relabelled, "frozen": True}]) == 4
+    assert settle_round([{"round": 2, "assignment": b}, *records[1:]]) == 2  # never changed: the first record
+    assert settle_round([*records, {"round": 8, "assignment": a}]) == 8  # changed at the last record
+    assert settle_round([*records[:2], {"round": 6, "assignment": a, "final_selection": True}]) == 4
+    assert settle_round(records[:1]) is None and settle_round([]) is None
