@@ -92,22 +92,28 @@ def build_parser() -> argparse.ArgumentParser:
         "initializations (RUN_DIR/models/*.pt); the numbers go into RUN_DIR/results.json and table.md.",
     )
     diag.add_argument("run_dir", type=Path, help="a finished run folder")
-    diag.add_argument(
-        "--method",
-        dest="methods",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="diagnose only this method (repeatable; default: every method of the run)",
+    _add_methods_and_settings(
+        diag,
+        "diagnose only this method (repeatable; default: every method of the run)",
+        "override diagnostics options, e.g. --set diagnostics.eta=1e-4",
     )
-    diag.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override diagnostics options, e.g. --set diagnostics.eta=1e-4",
+    again = sub.add_parser(
+        "personalize",
+        help="personalize a finished run's initializations again, e.g. for longer (acc^80), into a new folder",
+        description="Run only the personalization phase again from a finished run's saved initializations "
+        "(RUN_DIR/models/*.pt) at other steps or personalization settings, and write a run folder of its own "
+        "that `fedpref summarize` reads like any other. Steps the run measured give its numbers again.",
     )
+    again.add_argument("run_dir", type=Path, help="a finished run folder")
+    again.add_argument("--steps", required=True, help="local steps at which to test, increasing, e.g. 0,10,40,80")
+    again.add_argument("--out", type=Path, required=True, help="the new run folder")
+    again.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    _add_methods_and_settings(
+        again,
+        "only this method (repeatable; default: every method of the run)",
+        "other personalization settings, e.g. --set personalization.lr=1e-5 (only personalization.*)",
+    )
+    again.add_argument("--figure-format", choices=FIGURE_FORMATS, default="png", help="file format of the figures")
     data = sub.add_parser("data", help="inspect or export an experiment's preference data")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     stats = data_sub.add_parser("stats", help="clients, pairs per client and split sizes, before a long run")
@@ -194,6 +200,12 @@ def cmd_federation(args: argparse.Namespace, console: Console) -> None:
     (args.out / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
     plots.plot_group_curves(results["methods"], args.out / "personalization.png")
     console.print(f"wrote {args.out}")
+
+
+def _add_methods_and_settings(parser: argparse.ArgumentParser, methods_help: str, settings_help: str) -> None:
+    """--method NAME (repeatable) and --set KEY=VALUE, for commands that work on a finished run."""
+    parser.add_argument("--method", dest="methods", action="append", default=[], metavar="NAME", help=methods_help)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=settings_help)
 
 
 def _add_export_parser(sub) -> None:
@@ -337,6 +349,22 @@ def cmd_diagnose(args: argparse.Namespace, console: Console) -> None:
     diagnose_run(args.run_dir, console, args.overrides, args.methods or None)
 
 
+def cmd_personalize(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.experiments.experiment import personalize_run
+
+    steps = parse_steps(args.steps)
+    methods = args.methods or None
+    personalize_run(args.run_dir, args.out, steps, console, args.overrides, methods, args.overwrite, args.figure_format)
+
+
+def parse_steps(text: str) -> list[int]:
+    """'0,10,80' -> [0, 10, 80]; the config's own check then asks for increasing, non-negative steps."""
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise FedprefError(f"--steps {text!r}: expected integers separated by commas, e.g. --steps 0,10,80") from None
+
+
 def cmd_data(args: argparse.Namespace, console: Console) -> None:
     from fedpref.config import load_config
     from fedpref.data.pairs import write_jsonl
@@ -467,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             "summarize": cmd_summarize,
             "data": cmd_data,
             "diagnose": cmd_diagnose,
+            "personalize": cmd_personalize,
             "stage2": cmd_stage2,
             "export": cmd_export,
             "federation": cmd_federation,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -85,11 +87,7 @@ def run_experiment(
             run_pending(local)
     results["timing"] = {"wall_s": round(time.perf_counter() - started, 1)}
     outputs.write_json(results, run_dir / "results.json")
-    (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
-    truth = {s.client_id: s.group for s in setup.splits}  # rows and bands by true group in the figures
-    plots.plot_group_curves(results["methods"], run_dir / "personalization.png", truth, figure_format)
-    plots.plot_assignments(results["methods"], run_dir / "assignments.png", truth, figure_format)
-    plots.plot_latents(results["methods"], run_dir / "latents.png", figure_format)
+    _write_tables_and_figures(results, run_dir, setup, figure_format)
     _print_tables(results, console)
     tracker.finish(results)
     console.print(f"wrote {run_dir} in {results['timing']['wall_s']} s")
@@ -170,20 +168,13 @@ def diagnose_run(
     from fedpref.experiments.runner import load_initializations, run_diagnostics
 
     results_path = run_dir / "results.json"
-    if not results_path.is_file():
-        raise FedprefError(f"{run_dir}: no results.json (not a finished fedpref run)")
+    results, names = _finished_run(run_dir, methods)
     cfg = load_config(run_dir / "config.toml", overrides)
-    results = json.loads(results_path.read_text(encoding="utf-8"))
-    unknown = sorted(set(methods or []) - set(results["methods"]))
-    if unknown:
-        raise FedprefError(f"{run_dir}: no method {', '.join(unknown)} in this run ({', '.join(results['methods'])})")
     with _progress(console) as progress:
         progress.add_task("preparing data and model", total=None)
         setup = build_setup(cfg)
-    for name in methods or list(results["methods"]):
+    for name in names:
         path = run_dir / "models" / f"{name}.pt"
-        if not path.is_file():
-            raise FedprefError(f"{path}: missing; re-run the experiment to save its initializations")
         with _progress(console) as progress:
             report = _reporter(progress)
             diagnostics = run_diagnostics(name, load_initializations(path), cfg, setup, report)
@@ -192,6 +183,82 @@ def diagnose_run(
     (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
     _print_tables(results, console)
     return results
+
+
+def personalize_run(
+    run_dir: Path,
+    out: Path,
+    steps: list[int],
+    console: Console,
+    overrides: list[str] | None = None,
+    methods: list[str] | None = None,
+    overwrite: bool = False,
+    figure_format: str = "png",
+) -> dict:
+    """Personalize a finished run's saved initializations again at `steps` (and other `personalization.*`
+    settings), without repeating its global phase; write the result to `out` as a run folder of its own (its
+    config says the new settings, its results keep the run's partitions, and its diagnostics where only the
+    steps changed). Steps the run measured give its numbers again: the clients draw the same batches. Refuses a
+    non-empty `out` unless `overwrite`."""
+    from fedpref.config import load_config
+    from fedpref.experiments.runner import load_initializations, personalize_saved
+
+    results, names = _finished_run(run_dir, methods)
+    if bad := [o for o in overrides or [] if not o.startswith("personalization.")]:
+        raise FedprefError(f"only personalization.* settings can change after training; not {', '.join(bad)}")
+    original = load_config(run_dir / "config.toml")
+    cfg = load_config(run_dir / "config.toml", [*(overrides or []), f"personalization.steps={list(steps)}"])
+    keeps_diagnostics = cfg.personalization == replace(original.personalization, steps=cfg.personalization.steps)
+    if out.resolve() == run_dir.resolve():
+        raise FedprefError(f"{out}: the output must be a new folder, not the run itself")
+    outputs.prepare_run_dir(out, overwrite, resumable=False)
+    outputs.write_config(cfg, out)
+    started = time.perf_counter()
+    with _progress(console) as progress:
+        progress.add_task("preparing data and model", total=None)
+        setup = build_setup(cfg)
+    again = {k: v for k, v in results.items() if k != "methods"} | {"config_hash": cfg.digest(), "methods": {}}
+    again["personalized_from"] = {"run": str(run_dir), "config_hash": results.get("config_hash")}
+    for name in names:
+        (out / "models").mkdir(exist_ok=True)
+        saved = shutil.copy2(run_dir / "models" / f"{name}.pt", out / "models" / f"{name}.pt")
+        with _progress(console) as progress:
+            curves = personalize_saved(name, load_initializations(saved), cfg, setup, _reporter(progress))
+        entry = results["methods"][name] | {"personalization": curves}
+        if not keeps_diagnostics:
+            entry["diagnostics"] = {}
+        again["methods"][name] = entry
+        outputs.write_json(again, out / "results.json")
+    again["timing"] = {"wall_s": round(time.perf_counter() - started, 1)}
+    outputs.write_json(again, out / "results.json")
+    _write_tables_and_figures(again, out, setup, figure_format)
+    _print_tables(again, console)
+    console.print(f"wrote {out} in {again['timing']['wall_s']} s")
+    return again
+
+
+def _finished_run(run_dir: Path, methods: list[str] | None) -> tuple[dict, list[str]]:
+    """A finished run's results and the methods asked for (every one by default), each with its saved model."""
+    results_path = run_dir / "results.json"
+    if not results_path.is_file():
+        raise FedprefError(f"{run_dir}: no results.json (not a finished fedpref run)")
+    results = json.loads(results_path.read_text(encoding="utf-8"))
+    unknown = sorted(set(methods or []) - set(results["methods"]))
+    if unknown:
+        raise FedprefError(f"{run_dir}: no method {', '.join(unknown)} in this run ({', '.join(results['methods'])})")
+    names = methods or list(results["methods"])
+    for name in names:
+        if not (path := run_dir / "models" / f"{name}.pt").is_file():
+            raise FedprefError(f"{path}: missing; re-run the experiment to save its initializations")
+    return results, names
+
+
+def _write_tables_and_figures(results: dict, run_dir: Path, setup, figure_format: str) -> None:
+    (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
+    truth = {s.client_id: s.group for s in setup.splits}  # rows and bands by true group in the figures
+    plots.plot_group_curves(results["methods"], run_dir / "personalization.png", truth, figure_format)
+    plots.plot_assignments(results["methods"], run_dir / "assignments.png", truth, figure_format)
+    plots.plot_latents(results["methods"], run_dir / "latents.png", figure_format)
 
 
 def _progress(console: Console) -> Progress | tracking.LineProgress:

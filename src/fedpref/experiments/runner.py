@@ -17,7 +17,7 @@ from fedpref.client.trainer import LocalTrainer, optim_configs
 from fedpref.client.worker import EncodedClient, Trainers, concat, task_generator
 from fedpref.config import ExperimentConfig
 from fedpref.engines.inprocess import InProcessTransport
-from fedpref.engines.loop import Transport, finish_method, run_rounds
+from fedpref.engines.loop import Transport, finish_method, personalize, run_rounds, summarize_curves
 from fedpref.experiments.setup import Setup
 from fedpref.models.adapters import State
 from fedpref.protocol import ClientInfo
@@ -163,6 +163,19 @@ def save_initializations(inits: dict[str, State], path: Path) -> None:
 def load_initializations(path: Path) -> dict[str, State]:
     saved = torch.load(path, weights_only=True)
     return {cid: saved["states"][i] for cid, i in saved["client_state"].items()}
+
+
+def personalize_saved(
+    name: str, inits: dict[str, State], cfg: ExperimentConfig, setup: Setup, progress: Progress | None = None
+) -> dict:
+    """Every client's personalization from saved initializations at `cfg.personalization.steps`, without the
+    global phase: the `personalization` entry of `results.json`. The same seeds as the run's own, so steps it
+    already measured give its numbers again."""
+    federation = inprocess_federation(cfg, setup, progress)
+    federation.transport.begin_method(name)
+    steps = cfg.personalization.steps
+    per_client = personalize(name, inits, federation.transport, steps)
+    return summarize_curves(steps, per_client, {c.client_id: c.true_group for c in federation.clients})
 
 
 def run_diagnostics(
