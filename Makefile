@@ -130,6 +130,22 @@ reproduce-fig5: $(STAMP)
 		--grid train.lr=1e-3,1e-4 --grid train.local_steps=1,5,15,30 --out $(REPRO)/fig5/balanced
 	$(BIN)/fedpref summarize $(REPRO)/fig5 --pair FL,CL --out $(REPRO)/fig5/summary.md --csv $(REPRO)/fig5/summary.csv
 
+# FedGD paper Table 3's real-world column (F8c, F9a, F9b, F9i) on the local TL;DR subset: six annotators, every
+# method, 3 seeds, in two streams (the four single-model methods; FedBiscuit and Soft-FL) that pair up by seed;
+# about 45 minutes per stream at one thread. Resumable.
+TLDR_SWEEP := $(REPRO_SWEEP) configs/tldr_local.toml --seeds 0,1,2
+.PHONY: reproduce-tldr reproduce-tldr-core reproduce-tldr-clustered
+reproduce-tldr: $(STAMP)
+	$(MAKE) -j2 reproduce-tldr-core reproduce-tldr-clustered
+	$(BIN)/fedpref summarize $(REPRO)/tldr --pair FedGD,FL --pair FL,CL --pair FedGD,FedBiscuit --pair FedGD,Soft-FL \
+		--out $(REPRO)/tldr/summary.md
+
+reproduce-tldr-core: $(STAMP)
+	$(TLDR_SWEEP) --set "algorithm.methods=['Local','CL','FL','FedGD']" --out $(REPRO)/tldr/core
+
+reproduce-tldr-clustered: $(STAMP)
+	$(TLDR_SWEEP) --set "algorithm.methods=['FedBiscuit','Soft-FL']" --out $(REPRO)/tldr/clustered
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)
