@@ -130,6 +130,20 @@ reproduce-fig5: $(STAMP)
 		--grid train.lr=1e-3,1e-4 --grid train.local_steps=1,5,15,30 --out $(REPRO)/fig5/balanced
 	$(BIN)/fedpref summarize $(REPRO)/fig5 --pair FL,CL --out $(REPRO)/fig5/summary.md --csv $(REPRO)/fig5/summary.csv
 
+# FedGD paper Tables 5-6 at the paper's acc^80: reproduce-k's runs (and rung 2b's seed-2 FedBiscuit and Soft-FL)
+# personalized again for 80 steps from their saved initializations (`fedpref personalize`; steps 0, 5 and 10 give
+# the runs' own numbers again), into $(REPRO)/rung2b_k80/<the run's path>. 8-10 minutes per method and run at
+# one thread beside other jobs (466-736 s measured); a finished run is skipped, so it resumes.
+K80_RUNS = $(wildcard $(REPRO)/rung2b_k/imbalanced/*/seed=* $(REPRO)/rung2b_k4/imbalanced/*/seed=* \
+	$(REPRO)/rung2b_k_fedbiscuit/imbalanced/*/seed=* $(REPRO)/rung2b_k_softfl/imbalanced/*/seed=* $(REPRO)/rung2b_f8/imbalanced/seed=2)
+.PHONY: reproduce-k80
+reproduce-k80: $(STAMP)
+	for run in $(K80_RUNS); do out=$(REPRO)/rung2b_k80/$${run#$(REPRO)/}; \
+		test -f $$out/table.md || OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		$(BIN)/fedpref personalize $$run --steps 0,5,10,40,80 --out $$out --overwrite || exit 1; done
+	$(BIN)/fedpref summarize $(REPRO)/rung2b_k80 --across algorithm.num_models=4 --pair FedGD,FedBiscuit --pair FedGD,Soft-FL \
+		--out $(REPRO)/rung2b_k80/summary.md
+
 # FedGD paper Table 3's real-world column (F8c, F9a, F9b, F9i) on the local TL;DR subset: six annotators, every
 # method, 3 seeds, in two streams (the four single-model methods; FedBiscuit and Soft-FL) that pair up by seed;
 # about 45 minutes per stream at one thread. Resumable.
