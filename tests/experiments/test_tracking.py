@@ -185,6 +185,20 @@ def test_line_progress_flushes_each_line(tmp_path):
     assert [duration(s) for s in (14, 185, 7620)] == ["14s", "3m05s", "2h07m"]
 
 
+def test_line_progress_counts_clients_of_a_long_phase(tmp_path):
+    path = tmp_path / "log.txt"
+    with path.open("w") as f:
+        progress = LineProgress(Console(file=f, width=200), every_s=0.0)  # every client's line, not after 30 s
+        pers = progress.add_task("FL: personalization", total=4)
+        progress.update(pers, completed=1)
+        progress.update(pers, completed=3)
+        progress.update(pers, completed=4)
+        lines = path.read_text().splitlines()
+    assert lines[0].startswith("FL personalization 1/4 elapsed ") and lines[0].endswith(" eta 0s")
+    assert lines[1].startswith("FL personalization 3/4 elapsed ")
+    assert lines[2].startswith("FL personalization 4/4 done elapsed ") and len(lines) == 3
+
+
 class _Toy(Algorithm):
     """Trains one client per round; holds two server models."""
 

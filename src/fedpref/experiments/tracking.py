@@ -249,8 +249,9 @@ class LineProgress:
     e.g. `FL round 3/12 loss 0.6412 elapsed 14s eta 42s`, where rich's bars would not render. It takes the part
     of rich's Progress interface that the experiment uses (add_task, update, a context manager)."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, every_s: float = 30.0):
         self.console = console
+        self.every_s = every_s  # a phase counted in clients prints its count when this long has passed in silence
         self.tasks: list[dict] = []
         self.rounds: dict[str, int] = {}  # method -> its number of rounds (from the runner's reports)
         self.method_start: dict[str, tuple[float, int]] = {}  # method -> (when its first round began, rounds seen)
@@ -280,6 +281,16 @@ class LineProgress:
             what = task["what"].replace(": ", " ")
             count = f" {int(task['done'])}/{int(task['total'])}" if task["counted"] else ""
             self._line(f"{what}{count} done elapsed {duration(time.perf_counter() - task['start'])}")
+        elif task["counted"] and task["done"] and time.perf_counter() - self.last >= self.every_s:
+            self._line(self._count_line(task))
+
+    @staticmethod
+    def _count_line(task: dict) -> str:
+        """`FL personalization 3/16 elapsed 1m10s eta 4m40s`, for a long phase that reports each client."""
+        done, total = int(task["done"]), int(task["total"])
+        elapsed = time.perf_counter() - task["start"]
+        what = task["what"].replace(": ", " ")
+        return f"{what} {done}/{total} elapsed {duration(elapsed)} eta {duration(elapsed / done * (total - done))}"
 
     def log_round(self, record: dict) -> None:
         method, r = record["method"], record["round"]
