@@ -144,21 +144,47 @@ reproduce-k80: $(STAMP)
 	$(BIN)/fedpref summarize $(REPRO)/rung2b_k80 --across algorithm.num_models=4 --pair FedGD,FedBiscuit --pair FedGD,Soft-FL \
 		--out $(REPRO)/rung2b_k80/summary.md
 
+# FedGD paper Sec. 5.1's second half (F9d): imbalanced FL at rung 2b's budget personalized for 80 steps, paired
+# with FedGD's acc^80 from reproduce-k80 (its K = 4 runs). About 10 minutes per seed at one thread. Resumable.
+.PHONY: reproduce-f9d
+reproduce-f9d: $(STAMP)
+	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL']" --set "personalization.steps=[0,5,10,40,80]" \
+		--out $(REPRO)/rung2b_fl80/imbalanced
+	$(BIN)/fedpref summarize $(REPRO)/rung2b_fl80 $(REPRO)/rung2b_k80/rung2b_k4 --pair FedGD,FL \
+		--out $(REPRO)/rung2b_fl80/summary.md
+
 # FedGD paper Table 3's real-world column (F8c, F9a, F9b, F9i) on the local TL;DR subset: six annotators, every
 # method, 3 seeds, in two streams (the four single-model methods; FedBiscuit and Soft-FL) that pair up by seed;
 # about 45 minutes per stream at one thread. Resumable.
 TLDR_SWEEP := $(REPRO_SWEEP) configs/tldr_local.toml --seeds 0,1,2
+TLDR_PAIRS := --pair FedGD,FL --pair FL,CL --pair FedGD,FedBiscuit --pair FedGD,Soft-FL
 .PHONY: reproduce-tldr reproduce-tldr-core reproduce-tldr-clustered
 reproduce-tldr: $(STAMP)
 	$(MAKE) -j2 reproduce-tldr-core reproduce-tldr-clustered
-	$(BIN)/fedpref summarize $(REPRO)/tldr --pair FedGD,FL --pair FL,CL --pair FedGD,FedBiscuit --pair FedGD,Soft-FL \
-		--out $(REPRO)/tldr/summary.md
+	$(BIN)/fedpref summarize $(REPRO)/tldr $(TLDR_PAIRS) --out $(REPRO)/tldr/summary.md
 
 reproduce-tldr-core: $(STAMP)
 	$(TLDR_SWEEP) --set "algorithm.methods=['Local','CL','FL','FedGD']" --out $(REPRO)/tldr/core
 
 reproduce-tldr-clustered: $(STAMP)
 	$(TLDR_SWEEP) --set "algorithm.methods=['FedBiscuit','Soft-FL']" --out $(REPRO)/tldr/clustered
+
+# The paper's real-world acc^240 (F8c, F9a, F9b, F9i): reproduce-tldr's runs personalized again for 240 steps from
+# their saved initializations, in two streams (the four single-model methods; FedBiscuit and Soft-FL) into
+# $(REPRO)/tldr240/<stream>/seed=S. A finished run is skipped, so it resumes.
+TLDR240 = for run in $(wildcard $(REPRO)/tldr/$(1)/seed=*); do out=$(REPRO)/tldr240/$(1)/$$(basename $$run); \
+	test -f $$out/table.md || OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+	$(BIN)/fedpref personalize $$run --steps 0,10,30,80,240 --out $$out --overwrite || exit 1; done
+.PHONY: reproduce-tldr240 reproduce-tldr240-core reproduce-tldr240-clustered
+reproduce-tldr240: $(STAMP)
+	$(MAKE) -j2 reproduce-tldr240-core reproduce-tldr240-clustered
+	$(BIN)/fedpref summarize $(REPRO)/tldr240 $(TLDR_PAIRS) --out $(REPRO)/tldr240/summary.md
+
+reproduce-tldr240-core: $(STAMP)
+	$(call TLDR240,core)
+
+reproduce-tldr240-clustered: $(STAMP)
+	$(call TLDR240,clustered)
 
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
