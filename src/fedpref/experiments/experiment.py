@@ -21,7 +21,7 @@ from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.errors import FedprefError
 from fedpref.experiments import outputs, plots, tables, tracking
 from fedpref.experiments.runner import INPROCESS, Checkpoints, Federation, execute_method, inprocess_federation
-from fedpref.experiments.setup import build_setup
+from fedpref.experiments.setup import Setup, build_setup
 
 FLOWER = "flower"
 
@@ -170,9 +170,7 @@ def diagnose_run(
     results_path = run_dir / "results.json"
     results, names = _finished_run(run_dir, methods)
     cfg = load_config(run_dir / "config.toml", overrides)
-    with _progress(console) as progress:
-        progress.add_task("preparing data and model", total=None)
-        setup = build_setup(cfg)
+    setup = _prepared(cfg, console)
     for name in names:
         path = run_dir / "models" / f"{name}.pt"
         with _progress(console) as progress:
@@ -214,9 +212,7 @@ def personalize_run(
     outputs.prepare_run_dir(out, overwrite, resumable=False)
     outputs.write_config(cfg, out)
     started = time.perf_counter()
-    with _progress(console) as progress:
-        progress.add_task("preparing data and model", total=None)
-        setup = build_setup(cfg)
+    setup = _prepared(cfg, console)
     again = {k: v for k, v in results.items() if k != "methods"} | {"config_hash": cfg.digest(), "methods": {}}
     again["personalized_from"] = {"run": str(run_dir), "config_hash": results.get("config_hash")}
     for name in names:
@@ -259,6 +255,15 @@ def _write_tables_and_figures(results: dict, run_dir: Path, setup, figure_format
     plots.plot_group_curves(results["methods"], run_dir / "personalization.png", truth, figure_format)
     plots.plot_assignments(results["methods"], run_dir / "assignments.png", truth, figure_format)
     plots.plot_latents(results["methods"], run_dir / "latents.png", figure_format)
+
+
+def _prepared(cfg: ExperimentConfig, console: Console) -> Setup:
+    """The data and model of `cfg`, with a progress line while they load."""
+    with _progress(console) as progress:
+        task = progress.add_task("preparing data and model", total=None)
+        setup = build_setup(cfg)
+        progress.update(task, total=1, completed=1)
+    return setup
 
 
 def _progress(console: Console) -> Progress | tracking.LineProgress:
