@@ -145,7 +145,7 @@ reproduce-k80: $(STAMP)
 		--out $(REPRO)/rung2b_k80/summary.md
 
 # FedGD paper Sec. 5.1's second half (F9d): imbalanced FL at rung 2b's budget personalized for 80 steps, paired
-# with FedGD's acc^80 from reproduce-k80 (its K = 4 runs). About 10 minutes per seed at one thread. Resumable.
+# with FedGD's acc^80 from reproduce-k80 (its K = 4 runs). 13-15 minutes per seed at one thread. Resumable.
 .PHONY: reproduce-f9d
 reproduce-f9d: $(STAMP)
 	$(REPRO_SWEEP) $(RUNG2B) --set "algorithm.methods=['FL']" --set "personalization.steps=[0,5,10,40,80]" \
@@ -171,7 +171,7 @@ reproduce-tldr-clustered: $(STAMP)
 
 # The paper's real-world acc^240 (F8c, F9a, F9b, F9i): reproduce-tldr's runs personalized again for 240 steps from
 # their saved initializations, in two streams (the four single-model methods; FedBiscuit and Soft-FL) into
-# $(REPRO)/tldr240/<stream>/seed=S. A finished run is skipped, so it resumes.
+# $(REPRO)/tldr240/<stream>/seed=S; about 12 minutes per method and seed at one thread. A finished run is skipped.
 TLDR240 = for run in $(wildcard $(REPRO)/tldr/$(1)/seed=*); do out=$(REPRO)/tldr240/$(1)/$$(basename $$run); \
 	test -f $$out/table.md || OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 	$(BIN)/fedpref personalize $$run --steps 0,10,30,80,240 --out $$out --overwrite || exit 1; done
