@@ -130,17 +130,21 @@ reproduce-fig5: $(STAMP)
 		--grid train.lr=1e-3,1e-4 --grid train.local_steps=1,5,15,30 --out $(REPRO)/fig5/balanced
 	$(BIN)/fedpref summarize $(REPRO)/fig5 --pair FL,CL --out $(REPRO)/fig5/summary.md --csv $(REPRO)/fig5/summary.csv
 
+# $(call personalize_again,RUNS,FROM,TO,STEPS): `fedpref personalize` each finished run of RUNS again at STEPS into
+# TO/<the run's path below FROM>; a run whose output has a table.md is skipped, so an interrupted loop resumes.
+personalize_again = for run in $(1); do out=$(3)/$${run\#$(2)/}; test -f $$out/table.md || OMP_NUM_THREADS=1 \
+	MKL_NUM_THREADS=1 $(BIN)/fedpref personalize $$run --steps $(4) --out $$out --overwrite || exit 1; done
+
 # FedGD paper Tables 5-6 at the paper's acc^80: reproduce-k's runs (and rung 2b's seed-2 FedBiscuit and Soft-FL)
 # personalized again for 80 steps from their saved initializations (`fedpref personalize`; steps 0, 5 and 10 give
 # the runs' own numbers again), into $(REPRO)/rung2b_k80/<the run's path>. 8-10 minutes per method and run at
 # one thread beside other jobs (466-736 s measured); a finished run is skipped, so it resumes.
+K80_STEPS := 0,5,10,40,80
 K80_RUNS = $(wildcard $(REPRO)/rung2b_k/imbalanced/*/seed=* $(REPRO)/rung2b_k4/imbalanced/*/seed=* \
 	$(REPRO)/rung2b_k_fedbiscuit/imbalanced/*/seed=* $(REPRO)/rung2b_k_softfl/imbalanced/*/seed=* $(REPRO)/rung2b_f8/imbalanced/seed=2)
 .PHONY: reproduce-k80
 reproduce-k80: $(STAMP)
-	for run in $(K80_RUNS); do out=$(REPRO)/rung2b_k80/$${run#$(REPRO)/}; \
-		test -f $$out/table.md || OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-		$(BIN)/fedpref personalize $$run --steps 0,5,10,40,80 --out $$out --overwrite || exit 1; done
+	$(call personalize_again,$(K80_RUNS),$(REPRO),$(REPRO)/rung2b_k80,$(K80_STEPS))
 	$(BIN)/fedpref summarize $(REPRO)/rung2b_k80 --across algorithm.num_models=4 --pair FedGD,FedBiscuit --pair FedGD,Soft-FL \
 		--out $(REPRO)/rung2b_k80/summary.md
 
@@ -172,13 +176,13 @@ reproduce-tldr-clustered: $(STAMP)
 # The paper's real-world acc^240 (F8c, F9a, F9b, F9i): reproduce-tldr's runs personalized again for 240 steps from
 # their saved initializations, in two streams (the four single-model methods; FedBiscuit and Soft-FL) into
 # $(REPRO)/tldr240/<stream>/seed=S; about 12 minutes per method and seed at one thread. A finished run is skipped.
-TLDR240 = for run in $(wildcard $(REPRO)/tldr/$(1)/seed=*); do out=$(REPRO)/tldr240/$(1)/$$(basename $$run); \
-	test -f $$out/table.md || OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-	$(BIN)/fedpref personalize $$run --steps 0,10,30,80,240 --out $$out --overwrite || exit 1; done
+TLDR240 = $(call personalize_again,$(wildcard $(REPRO)/tldr/$(1)/seed=*),$(REPRO)/tldr,$(REPRO)/tldr240,$(TLDR240_STEPS))
+TLDR240_STEPS := 0,10,30,80,240
 .PHONY: reproduce-tldr240 reproduce-tldr240-core reproduce-tldr240-clustered
 reproduce-tldr240: $(STAMP)
 	$(MAKE) -j2 reproduce-tldr240-core reproduce-tldr240-clustered
-	$(BIN)/fedpref summarize $(REPRO)/tldr240 $(TLDR_PAIRS) --out $(REPRO)/tldr240/summary.md
+	$(BIN)/fedpref summarize $(REPRO)/tldr240 $(TLDR_PAIRS) --pair FedGD,Local --pair CL,FedBiscuit --pair CL,Soft-FL \
+		--out $(REPRO)/tldr240/summary.md
 
 reproduce-tldr240-core: $(STAMP)
 	$(call TLDR240,core)

@@ -58,10 +58,8 @@ def run_experiment(
     started = time.perf_counter()
     with _progress(console) as progress:
         log = tracking.TrackedLog(log, tracker.log_round, getattr(progress, "log_round", None))
-        task = progress.add_task("preparing data and model", total=None)
-        setup = build_setup(cfg)
+        setup = _prepared(cfg, progress)
         results["data"] = data_summary(cfg, setup)
-        progress.update(task, total=1, completed=1)
         report = _reporter(progress)
         local = inprocess_federation(cfg, setup, report)
         pending = [name for name in cfg.algorithm.methods if name not in results["methods"]]
@@ -170,7 +168,8 @@ def diagnose_run(
     results_path = run_dir / "results.json"
     results, names = _finished_run(run_dir, methods)
     cfg = load_config(run_dir / "config.toml", overrides)
-    setup = _prepared(cfg, console)
+    with _progress(console) as progress:
+        setup = _prepared(cfg, progress)
     for name in names:
         path = run_dir / "models" / f"{name}.pt"
         with _progress(console) as progress:
@@ -212,7 +211,8 @@ def personalize_run(
     outputs.prepare_run_dir(out, overwrite, resumable=False)
     outputs.write_config(cfg, out)
     started = time.perf_counter()
-    setup = _prepared(cfg, console)
+    with _progress(console) as progress:
+        setup = _prepared(cfg, progress)
     again = {k: v for k, v in results.items() if k != "methods"} | {"config_hash": cfg.digest(), "methods": {}}
     again["personalized_from"] = {"run": str(run_dir), "config_hash": results.get("config_hash")}
     for name in names:
@@ -257,12 +257,11 @@ def _write_tables_and_figures(results: dict, run_dir: Path, setup, figure_format
     plots.plot_latents(results["methods"], run_dir / "latents.png", figure_format)
 
 
-def _prepared(cfg: ExperimentConfig, console: Console) -> Setup:
+def _prepared(cfg: ExperimentConfig, progress: Progress | tracking.LineProgress) -> Setup:
     """The data and model of `cfg`, with a progress line while they load."""
-    with _progress(console) as progress:
-        task = progress.add_task("preparing data and model", total=None)
-        setup = build_setup(cfg)
-        progress.update(task, total=1, completed=1)
+    task = progress.add_task("preparing data and model", total=None)
+    setup = build_setup(cfg)
+    progress.update(task, total=1, completed=1)
     return setup
 
 
