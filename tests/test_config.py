@@ -71,6 +71,18 @@ def test_more_sampled_clients_than_clients(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["model.head_init_scale=0.0"], "'model.head_init_scale' must be > 0"),
+        (["model.head='selector'", "model.backbone='some/lm'", "model.head_init_scale=2.0"], "scalar head only"),
+    ],
+)
+def test_bad_head_init_scale(sets, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, sets)
+
+
 def test_unknown_method_lists_choices():
     cfg = load_config(None, ["algorithm.methods=['FedAvgg']"])  # the registry checks names, not the config layer
     with pytest.raises(ConfigError, match=r"<defaults>: 'algorithm.methods' has unknown .*FedAvgg.*choose from Local"):

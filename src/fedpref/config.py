@@ -169,6 +169,11 @@ class ModelConfig:
         "Weights of the frozen backbone when loaded: 'fp32', 'bf16' or 'fp16' (LoRA and the head stay fp32).",
         "fp32",
     )
+    head_init_scale: float = _help(
+        "Multiplies the scalar head's initial weights w ~ N(0, 1/H): above 1 the untrained model starts with "
+        "strong opinions of its own (large random margins), as a pretrained A/B selector does (1: unchanged).",
+        1.0,
+    )
 
 
 @dataclass
@@ -674,6 +679,12 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
     selector_on_minilm = c.model.head == "selector" and c.model.backbone == "minilm"
     need(not selector_on_minilm, "model.head", "'selector' needs a causal-LM backbone (model.backbone)")
+    need(c.model.head_init_scale > 0, "model.head_init_scale", "must be > 0")
+    need(
+        c.model.head_init_scale == 1.0 or c.model.head == "scalar",
+        "model.head_init_scale",
+        "applies to the scalar head only (model.head = 'scalar')",
+    )
     need(c.model.dtype in DTYPES, "model.dtype", f"must be one of {', '.join(DTYPES)}")
     need(c.lora.rank >= 1, "lora.rank", "must be >= 1")
     need(0.0 <= c.lora.dropout < 1.0, "lora.dropout", "must be in [0, 1)")

@@ -98,4 +98,7 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     if cls is ScalarRewardModel:
         cache["prefix_cache_mb"] = cfg.data.prefix_cache_mb
     model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, **cache)
+    if cfg.model.head_init_scale != 1.0:  # the untrained model's own opinions (a calibration lever)
+        with torch.no_grad():
+            model.head.weight.mul_(cfg.model.head_init_scale)
     return model.to(resolve_device(cfg.device))
