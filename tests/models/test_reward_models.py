@@ -123,16 +123,17 @@ def test_head_mismatch_is_a_config_error():
         build_reward_model(cfg)
 
 
-def test_head_init_scale_multiplies_only_the_initial_head_weights(minilm_top2):
-    cfg = config(top_layers=2)
+def test_head_init_scale_multiplies_only_the_initial_head_weights():
+    plain = build_reward_model(config(top_layers=1))  # not the shared fixture: other tests train it
+    cfg = config(top_layers=1)
     cfg.model.head_init_scale = 10.0
     scaled = build_reward_model(cfg)
-    assert torch.equal(scaled.head.weight, 10.0 * minilm_top2.head.weight)
-    assert torch.equal(scaled.head.bias, minilm_top2.head.bias)
+    assert torch.equal(scaled.head.weight, 10.0 * plain.head.weight)
+    assert torch.equal(scaled.head.bias, plain.head.bias)
     enc = scaled.encode(PAIRS[:4])
     with torch.no_grad():
         index = torch.arange(4)
-        assert torch.allclose(scaled.margins(enc, index), 10.0 * minilm_top2.margins(enc, index), atol=1e-5)
+        assert torch.allclose(scaled.margins(enc, index), 10.0 * plain.margins(enc, index), atol=1e-5)
 
 
 @pytest.mark.parametrize("cache", [True, False])
