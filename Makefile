@@ -192,8 +192,8 @@ reproduce-tldr240-clustered: $(STAMP)
 
 # FedVPA-GP paper Table 1 at K = 50 clients (F15) on the local HH-RLHF test splits: 90 pairs a client (the most
 # they allow at 50/50), 10 a round, the shipped 20 x 10 schedule; FL, FedVPL and FedVPA-GP, one stream per seed
-# into $(REPRO)/hh_k50/sS; about 51 minutes per seed at one thread beside another job (3,073 s and 3,026 s for
-# seeds 0 and 1). Resumable.
+# into $(REPRO)/hh_k50/sS; about 51 minutes per seed at one thread beside another job (3,073 s, 3,026 s and
+# 2,969 s for seeds 0-2). Resumable.
 HH_K50 := --set data.hh.num_clients=50 --set data.hh.pairs_per_client=90 --set federation.clients_per_round=10
 .PHONY: reproduce-hh-k50 reproduce-hh-k50-s0 reproduce-hh-k50-s1 reproduce-hh-k50-s2
 reproduce-hh-k50: $(STAMP)
