@@ -203,6 +203,21 @@ reproduce-hh-k50: $(STAMP)
 reproduce-hh-k50-s0 reproduce-hh-k50-s1 reproduce-hh-k50-s2: reproduce-hh-k50-s%: $(STAMP)
 	$(REPRO_SWEEP) configs/vpa_hh.toml --seeds $* $(HH_K50) --out $(REPRO)/hh_k50/s$*
 
+# F21 (FedVPA-GP paper Table 3): FedVPA-GP against FedBiscuit (U = 3 selectors, reassignment every 2 of the 20
+# rounds: 10 checks and 1.2x the others' client updates, near the FedGD paper's 1.15x) at the four population
+# ratios, K = 10, seeds 0-2, into $(REPRO)/hh_ratios/hRR (RR = helpful percentage). About 22 minutes per seed and
+# ratio at one thread. Resumable.
+HH_RATIOS := --set 'algorithm.methods=["FedVPA-GP","FedBiscuit"]' --set algorithm.num_models=3 --set algorithm.reassign_every=2
+.PHONY: reproduce-hh-ratios reproduce-hh-ratio-70 reproduce-hh-ratio-30 reproduce-hh-ratio-80 reproduce-hh-ratio-20
+reproduce-hh-ratios: $(STAMP)
+	$(MAKE) -j2 reproduce-hh-ratio-70 reproduce-hh-ratio-30 reproduce-hh-ratio-80 reproduce-hh-ratio-20
+	$(BIN)/fedpref summarize $(REPRO)/hh_ratios --across data.hh.helpful_fraction --pair FedVPA-GP,FedBiscuit \
+	  --out $(REPRO)/hh_ratios/summary.md
+
+reproduce-hh-ratio-70 reproduce-hh-ratio-30 reproduce-hh-ratio-80 reproduce-hh-ratio-20: reproduce-hh-ratio-%: $(STAMP)
+	$(REPRO_SWEEP) configs/vpa_hh.toml --seeds 0,1,2 --set data.hh.helpful_fraction=0.$* $(HH_RATIOS) \
+	  --out $(REPRO)/hh_ratios/h$*
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)
