@@ -205,8 +205,8 @@ reproduce-hh-k50-s0 reproduce-hh-k50-s1 reproduce-hh-k50-s2: reproduce-hh-k50-s%
 
 # F21 (FedVPA-GP paper Table 3): FedVPA-GP against FedBiscuit (U = 3 selectors, reassignment every 2 of the 20
 # rounds: 10 checks and 1.2x the others' client updates, near the FedGD paper's 1.15x) at the four population
-# ratios, K = 10, seeds 0-2, into $(REPRO)/hh_ratios/hRR (RR = helpful percentage). About 22 minutes per seed and
-# ratio at one thread. Resumable.
+# ratios, K = 10, seeds 0-2, into $(REPRO)/hh_ratios/hRR (RR = helpful percentage). About 23 minutes per seed and
+# ratio at one thread beside the other stream (FedVPA-GP 10, FedBiscuit 13). Resumable.
 HH_RATIOS := --set 'algorithm.methods=["FedVPA-GP","FedBiscuit"]' --set algorithm.num_models=3 --set algorithm.reassign_every=2
 .PHONY: reproduce-hh-ratios reproduce-hh-ratio-70 reproduce-hh-ratio-30 reproduce-hh-ratio-80 reproduce-hh-ratio-20
 reproduce-hh-ratios: $(STAMP)
