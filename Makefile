@@ -190,18 +190,23 @@ reproduce-tldr240-core: $(STAMP)
 reproduce-tldr240-clustered: $(STAMP)
 	$(call TLDR240,clustered)
 
-# FedVPA-GP paper Table 1 at K = 50 clients (F15) on the local HH-RLHF test splits: 90 pairs a client (the most
-# they allow at 50/50), 10 a round, the shipped 20 x 10 schedule; FL, FedVPL and FedVPA-GP, one stream per seed
-# into $(REPRO)/hh_k50/sS; about 51 minutes per seed at one thread beside another job (3,073 s, 3,026 s and
-# 2,969 s for seeds 0-2). Resumable.
+# FedVPA-GP paper Table 1 at K = 50 and K = 100 clients (F15) on the local HH-RLHF test splits: the most pairs a
+# client they allow at 50/50 (90 at K = 50, 45 at K = 100), 10 clients a round, the shipped 20 x 10 schedule; FL,
+# FedVPL and FedVPA-GP, one stream per seed into $(REPRO)/hh_kK/sS. K = 50: about 51 minutes per seed at one
+# thread beside another job (3,073 s, 3,026 s and 2,969 s for seeds 0-2); K = 100: `fedpref estimate` predicts
+# 72 minutes per seed at one thread alone. Resumable.
 HH_K50 := --set data.hh.num_clients=50 --set data.hh.pairs_per_client=90 --set federation.clients_per_round=10
-.PHONY: reproduce-hh-k50 reproduce-hh-k50-s0 reproduce-hh-k50-s1 reproduce-hh-k50-s2
-reproduce-hh-k50: $(STAMP)
-	$(MAKE) -j2 reproduce-hh-k50-s0 reproduce-hh-k50-s1 reproduce-hh-k50-s2
-	$(BIN)/fedpref summarize $(REPRO)/hh_k50 --pair FedVPA-GP,FedVPL --pair FedVPA-GP,FL --out $(REPRO)/hh_k50/summary.md
+HH_K100 := --set data.hh.num_clients=100 --set data.hh.pairs_per_client=45 --set federation.clients_per_round=10
+HH_K_SEEDS := $(foreach k,50 100,$(foreach s,0 1 2,reproduce-hh-k$(k)-s$(s)))
+.PHONY: reproduce-hh-k50 reproduce-hh-k100 $(HH_K_SEEDS)
+reproduce-hh-k50 reproduce-hh-k100: reproduce-hh-k%: $(STAMP)
+	$(MAKE) -j2 reproduce-hh-k$*-s0 reproduce-hh-k$*-s1 reproduce-hh-k$*-s2
+	$(BIN)/fedpref summarize $(REPRO)/hh_k$* --pair FedVPA-GP,FedVPL --pair FedVPA-GP,FL --out $(REPRO)/hh_k$*/summary.md
 
-reproduce-hh-k50-s0 reproduce-hh-k50-s1 reproduce-hh-k50-s2: reproduce-hh-k50-s%: $(STAMP)
-	$(REPRO_SWEEP) configs/vpa_hh.toml --seeds $* $(HH_K50) --out $(REPRO)/hh_k50/s$*
+# One seed of one K: the stem is K-sS, so K picks the settings and S the seed.
+$(HH_K_SEEDS): reproduce-hh-k%: $(STAMP)
+	$(REPRO_SWEEP) configs/vpa_hh.toml --seeds $(lastword $(subst -s, ,$*)) $(HH_K$(firstword $(subst -s, ,$*))) \
+	  --out $(REPRO)/hh_k$(subst -s,/s,$*)
 
 # F21 (FedVPA-GP paper Table 3): FedVPA-GP against FedBiscuit (U = 3 selectors, reassignment every 2 of the 20
 # rounds: 10 checks and 1.2x the others' client updates, near the FedGD paper's 1.15x) at the four population
