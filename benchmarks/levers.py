@@ -1,9 +1,10 @@
 """Each encoder speed lever against the path without it, in one run: training step time and evaluation rate.
 
 Variants, timed in alternating repeats (best and median reported): padded (`lora.pack_sequences = false`),
-packed with peft's own LoRA forward, and packed with the fused LoRA linears (the default).
+packed with peft's own LoRA forward, and packed with the fused LoRA linears (the default). `--compile` adds
+the default with each packed layer under `torch.compile(dynamic=True)`, and prints its compilation time.
 
-    .venv/bin/python benchmarks/levers.py [--clients 3] [--steps 8] [--repeats 6]
+    .venv/bin/python benchmarks/levers.py [--clients 3] [--steps 8] [--repeats 6] [--compile]
 """
 
 from __future__ import annotations
@@ -15,31 +16,50 @@ import torch
 from step_setup import step_parser, trainer_and_clients
 
 import fedpref.models.packed as packed
+import fedpref.models.scalar_reward as scalar_reward
 from fedpref.models.adapters import trainable_state
 
 FUSED = packed.fused_linear
+LAYER = packed.packed_bert_layer
 
 
 def peft_forward(modules, x: torch.Tensor) -> torch.Tensor:
     return torch.cat([m(x) for m in modules], dim=-1)
 
 
-VARIANTS = {"padded": (False, FUSED), "packed, peft LoRA": (True, peft_forward), "packed, fused LoRA": (True, FUSED)}
+VARIANTS = {
+    "padded": (False, FUSED, LAYER),
+    "packed, peft LoRA": (True, peft_forward, LAYER),
+    "packed, fused LoRA": (True, FUSED, LAYER),
+}
+
+
+def use(model, variant: tuple) -> None:
+    """Switch the model's code paths to one variant (module attributes the reward model looks up per call)."""
+    model.pack_sequences, packed.fused_linear, scalar_reward.packed_bert_layer = variant
 
 
 def main() -> None:
     parser = step_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--compile", action="store_true", help="add the default with torch.compile'd packed layers")
     args = parser.parse_args()
+    if args.compile:
+        VARIANTS["packed, fused, compiled"] = (True, FUSED, torch.compile(LAYER, dynamic=True))
     _, model, trainer, clients = trainer_and_clients(args)
     init = trainable_state(model)
     data = [(model.encode(c.train), model.encode(c.test)) for c in clients]
-    trainer.train(init, data[0][0], 2, torch.Generator().manual_seed(0))  # warm-up
+    for name, variant in VARIANTS.items():  # warm-up; compiles the compiled variant's graphs
+        use(model, variant)
+        start = time.perf_counter()
+        trainer.train(init, data[0][0], 3, torch.Generator().manual_seed(0))
+        trainer.evaluate(init, data[0][1])
+        print(f"  warm-up {name}: {time.perf_counter() - start:.1f} s")
     step_s = {name: [] for name in VARIANTS}
     eval_rate = {name: [] for name in VARIANTS}
     for _ in range(args.repeats):
-        for name, (pack, linear) in VARIANTS.items():
-            model.pack_sequences, packed.fused_linear = pack, linear
+        for name, variant in VARIANTS.items():
+            use(model, variant)
             start = time.perf_counter()
             for train, _ in data:
                 trainer.train(init, train, args.steps, torch.Generator().manual_seed(1))
@@ -48,7 +68,7 @@ def main() -> None:
             for _, test in data:
                 trainer.evaluate(init, test)
             eval_rate[name].append(sum(len(t) for _, t in data) / (time.perf_counter() - start))
-    packed.fused_linear = FUSED
+    use(model, VARIANTS["packed, fused LoRA"])
     print(f"{torch.get_num_threads()} threads, {args.repeats} alternating repeats")
     for name in VARIANTS:
         s, e = step_s[name], eval_rate[name]

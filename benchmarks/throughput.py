@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import statistics
 import sys
 import time
@@ -51,6 +52,16 @@ def gemm_rate(dtype: torch.dtype, n: int = 1024, repeats: int = 30) -> float:
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     best = min(_timed(lambda: a @ b) for _ in range(repeats))
     return 2 * n**3 / best / 1e9
+
+
+def cpu_name() -> str:
+    """The CPU's model name (ratios differ between CPU kinds: docs/speed.md), or the platform's word for it."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
 
 
 def _timed(fn) -> float:
@@ -342,7 +353,12 @@ def main() -> None:
     unknown = sorted(set(rows) - {"minilm", "stories", *PAPER_ROWS})
     if unknown:
         parser.error(f"unknown --models {', '.join(unknown)}")
-    results = {"threads": torch.get_num_threads()}
+    results = {
+        "threads": torch.get_num_threads(),
+        "cpu": cpu_name(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+    print(f"{results['cpu']} ({results['cpu_capability']}), {results['threads']} threads")
     cfg = load_config(args.config)
     if "minilm" in rows:
         results["minilm_scalar"] = compare(

@@ -124,8 +124,8 @@ def test_head_mismatch_is_a_config_error():
 
 
 def test_head_init_scale_multiplies_only_the_initial_head_weights():
-    plain = build_reward_model(config(top_layers=1))  # not the shared fixture: other tests train it
     cfg = config(top_layers=1)
+    plain = build_reward_model(cfg)  # not the shared fixture: other tests train it
     cfg.model.head_init_scale = 10.0
     scaled = build_reward_model(cfg)
     assert torch.equal(scaled.head.weight, 10.0 * plain.head.weight)
@@ -226,8 +226,27 @@ def test_compiled_decoder_layers_give_the_same_margins(stories_path):
     assert torch.allclose(margins[0], margins[1], atol=1e-5), (margins[0] - margins[1]).abs().max()
 
 
-def test_compile_on_an_encoder_is_a_config_error():
-    cfg = config()
+def test_compile_on_an_encoder_wraps_the_packed_layer_only_when_asked(minilm_top2):
+    assert minilm_top2.compiled_layer is None
+    cfg = config(top_layers=2)
     cfg.train.compile = True
-    with pytest.raises(ConfigError, match="train.compile needs a causal-LM backbone"):
-        build_reward_model(cfg)
+    model = build_reward_model(cfg)  # torch.compile is lazy: nothing compiles before the first forward
+    assert model.compiled_layer is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pack", [True, False])
+def test_compiled_encoder_layers_give_the_same_margins_and_gradients(pack):
+    results = []
+    for compiled in (False, True):
+        cfg = config(top_layers=2, pack_sequences=pack)
+        cfg.train.compile = compiled
+        model = build_reward_model(cfg)
+        out = model.margins(model.encode(PAIRS), torch.arange(len(PAIRS)))
+        out.sum().backward()  # the compiled backward runs too
+        grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
+        results.append((out.detach(), grads))
+    (plain, plain_grads), (compiled, compiled_grads) = results
+    assert torch.allclose(plain, compiled, atol=1e-5), (plain - compiled).abs().max()
+    for name, grad in plain_grads.items():
+        assert torch.allclose(grad, compiled_grads[name], atol=1e-5), name

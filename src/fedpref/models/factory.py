@@ -65,8 +65,6 @@ def check_model_config(cfg: ExperimentConfig) -> None:
 
 def _check_head_fits(cfg: ExperimentConfig, causal: bool) -> None:
     # 'scalar' fits both kinds (mean-pooled encoder, last-token causal LM); the A/B selector needs an LM
-    if cfg.train.compile and not causal:
-        raise ConfigError(f"train.compile needs a causal-LM backbone; {cfg.model.backbone} is an encoder")
     if cfg.train.gradient_checkpointing and not causal:
         raise ConfigError(
             f"train.gradient_checkpointing needs a causal-LM backbone; {cfg.model.backbone} is an encoder, whose "
@@ -86,7 +84,7 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     _check_head_fits(cfg, causal)  # a hub id is known only now
     if cfg.train.gradient_checkpointing:  # active in training mode only (set_lora_training)
         set_activation_checkpointing(backbone, True)
-    if cfg.train.compile:
+    if cfg.train.compile and causal:
         for layer in backbone.get_decoder().layers:
             layer.compile(dynamic=True)  # one graph per layer call; shapes vary with each batch's longest pair
     torch.manual_seed(cfg.seed)  # peft draws LoRA A from the global generator
@@ -98,6 +96,8 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     if cls is ScalarRewardModel:
         cache["prefix_cache_mb"] = cfg.data.prefix_cache_mb
     model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, **cache)
+    if cfg.train.compile and cls is ScalarRewardModel:
+        model.compile_layers()
     if cfg.model.head_init_scale != 1.0:  # the untrained model's own opinions (a calibration lever)
         with torch.no_grad():
             model.head.weight.mul_(cfg.model.head_init_scale)

@@ -50,6 +50,7 @@ class ScalarRewardModel(ScalarHeadRewardModel):
         if self.cache_prefix and cache_dir and prefix_cache_mb > 0:
             self.prefix_cache = PrefixCache(Path(cache_dir), self._prefix_fingerprint, prefix_cache_mb * 2**20)
         self.pack_sequences = lora.pack_sequences
+        self.compiled_layer = None  # packed_bert_layer under torch.compile, set by compile_layers
         self.encoder = add_lora(backbone, lora, causal=False)
         self.tokenizer = tokenizer
         self.max_length = max_length
@@ -140,9 +141,17 @@ class ScalarRewardModel(ScalarHeadRewardModel):
         else:
             ids, _ = pad(seqs, self.tokenizer.pad_token_id)
             hidden = packing.from_grid(self._embed(ids.to(device)))
+        layer_fn = self.compiled_layer or packed_bert_layer
         for i in layers:
-            hidden = packed_bert_layer(self.bert.encoder.layer[i], hidden, packing)
+            hidden = layer_fn(self.bert.encoder.layer[i], hidden, packing)
         return hidden, packing
+
+    def compile_layers(self) -> None:
+        """torch.compile the adapted layers (dynamic shapes): the packed layer function, or each BertLayer when
+        sequences are padded. The frozen prefix is left alone: it runs once per sequence when cached."""
+        self.compiled_layer = torch.compile(packed_bert_layer, dynamic=True)
+        for layer in self.bert.encoder.layer[self.first_adapted :]:
+            layer.compile(dynamic=True)
 
 
 def _token_types(ids: torch.Tensor, sep_id: int) -> torch.Tensor:
