@@ -118,6 +118,10 @@ def test_every_option_has_help():
         ("train=1", r"--set train=1: 'train' is a section"),
         ("train.lr.x=1", r"--set train\.lr\.x=1: 'train\.lr' is not a section"),
         ("data.cues=mixed", r"--set data\.cues=mixed: 'data\.cues' must be one of plain, composed"),
+        (
+            "personalization.adapt='lora'",
+            r"'personalization\.adapt' must be one of all, head, adapters$",
+        ),
     ],
 )
 def test_override_mistakes_are_blamed_on_set(tmp_path, item, message):

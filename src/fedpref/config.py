@@ -635,6 +635,16 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
             item = next((set_by[k] for k in sorted(_named_keys(key)) if k in set_by), None)
             raise ConfigError(f"{f'--set {item}' if item else source}: '{key}' {problem}")
 
+    _validate_data(c, need)
+    _validate_privacy(c, need)
+    _validate_model(c, need)
+    _validate_training(c, need)
+    _validate_personalization(c, need)
+    _validate_algorithm(c, need)
+
+
+def _validate_data(c: ExperimentConfig, need) -> None:
+    """data.*: the source, the synthetic benchmark's shape and the splits."""
     need(c.data.source in DATA_SOURCES, "data.source", f"must be one of {', '.join(DATA_SOURCES)}")
     need(
         c.data.source == "synthetic" or bool(c.data.path),
@@ -668,6 +678,10 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")
     need(c.data.prefix_cache_mb >= 0, "data.prefix_cache_mb", "must be >= 0 (0 disables the cache)")
+
+
+def _validate_privacy(c: ExperimentConfig, need) -> None:
+    """privacy.* and secure aggregation."""
     need(c.privacy.clip_norm >= 0, "privacy.clip_norm", "must be >= 0 (0: no differential privacy)")
     need(c.privacy.noise_multiplier >= 0, "privacy.noise_multiplier", "must be >= 0")
     need(
@@ -677,6 +691,10 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     )
     need(0 < c.privacy.delta < 1, "privacy.delta", "must be in (0, 1)")
     check_secure_aggregation(c.secure_aggregation, c.federation.clients_per_round, need)
+
+
+def _validate_model(c: ExperimentConfig, need) -> None:
+    """model.* and lora.*."""
     need(c.model.head in HEADS, "model.head", f"must be one of {', '.join(HEADS)}")
     selector_on_minilm = c.model.head == "selector" and c.model.backbone == "minilm"
     need(not selector_on_minilm, "model.head", "'selector' needs a causal-LM backbone (model.backbone)")
@@ -690,6 +708,10 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     need(c.lora.rank >= 1, "lora.rank", "must be >= 1")
     need(0.0 <= c.lora.dropout < 1.0, "lora.dropout", "must be in [0, 1)")
     need(c.lora.top_layers >= 0, "lora.top_layers", "must be >= 0")
+
+
+def _validate_training(c: ExperimentConfig, need) -> None:
+    """train.*, federation.* and logging.*."""
     need(c.train.local_steps >= 1, "train.local_steps", "must be >= 1")
     need(c.train.batch_size >= 1, "train.batch_size", "must be >= 1")
     need(c.train.lr > 0, "train.lr", "must be > 0")
@@ -713,6 +735,10 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
             "federation.clients_per_round",
             f"({c.federation.clients_per_round}) exceeds the number of clients ({clients})",
         )
+
+
+def _validate_personalization(c: ExperimentConfig, need) -> None:
+    """personalization.* and diagnostics.*."""
     steps = c.personalization.steps
     need(
         bool(steps) and all(s >= 0 for s in steps) and steps == sorted(set(steps)),
@@ -721,10 +747,18 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     )
     need(c.personalization.lr >= 0, "personalization.lr", "must be >= 0")
     need(c.personalization.batch_size >= 0, "personalization.batch_size", "must be >= 0")
-    need(c.personalization.adapt in PERSONALIZATION_ADAPT, "personalization.adapt", f"one of {PERSONALIZATION_ADAPT}")
+    need(
+        c.personalization.adapt in PERSONALIZATION_ADAPT,
+        "personalization.adapt",
+        f"must be one of {', '.join(PERSONALIZATION_ADAPT)}",
+    )
     need(c.diagnostics.eta >= 0, "diagnostics.eta", "must be >= 0")
     need(c.diagnostics.steps >= 0, "diagnostics.steps", "must be >= 0")
     need(0.0 <= c.diagnostics.body_fraction <= 1.0, "diagnostics.body_fraction", "must be in [0, 1]")
+
+
+def _validate_algorithm(c: ExperimentConfig, need) -> None:
+    """algorithm.* (and the variational methods' settings)."""
     _validate_variational(c, need)
     need(bool(c.algorithm.methods), "algorithm.methods", "must name at least one method")
     need(c.algorithm.num_models >= 1, "algorithm.num_models", "must be >= 1")
