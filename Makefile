@@ -193,8 +193,8 @@ reproduce-tldr240-clustered: $(STAMP)
 # FedVPA-GP paper Table 1 at K = 50 and K = 100 clients (F15) on the local HH-RLHF test splits: the most pairs a
 # client they allow at 50/50 (90 at K = 50, 45 at K = 100), 10 clients a round, the shipped 20 x 10 schedule; FL,
 # FedVPL and FedVPA-GP, one stream per seed into $(REPRO)/hh_kK/sS. K = 50: about 51 minutes per seed at one
-# thread beside another job (3,073 s, 3,026 s and 2,969 s for seeds 0-2); K = 100: about 95 minutes per seed
-# (5,955 s and 5,653 s for seeds 0-1; `fedpref estimate` predicts 72 alone). Resumable.
+# thread beside another job (3,073 s, 3,026 s and 2,969 s for seeds 0-2); K = 100: 71-99 minutes per seed
+# (5,955 s, 5,653 s and 4,266 s for seeds 0-2; `fedpref estimate` predicts 72 alone). Resumable.
 HH_K50 := --set data.hh.num_clients=50 --set data.hh.pairs_per_client=90 --set federation.clients_per_round=10
 HH_K100 := --set data.hh.num_clients=100 --set data.hh.pairs_per_client=45 --set federation.clients_per_round=10
 HH_K_SEEDS := $(foreach k,50 100,$(foreach s,0 1 2,reproduce-hh-k$(k)-s$(s)))
