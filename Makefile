@@ -223,6 +223,18 @@ reproduce-hh-ratio-70 reproduce-hh-ratio-30 reproduce-hh-ratio-80 reproduce-hh-r
 	$(REPRO_SWEEP) configs/vpa_hh.toml --seeds 0,1,2 --set data.hh.helpful_fraction=0.$* $(HH_RATIOS) \
 	  --out $(REPRO)/hh_ratios/h$*
 
+# The FedGD paper's Table 3 (balanced) shape on configs/boundary_balanced.toml (docs/calibration.md, lever 8):
+# Local, CL, Multi-CL and FL, seeds 0-2, one stream per seed into $(REPRO)/boundary/sS, then FL - CL paired per
+# client. About 65 minutes per seed at one thread beside another job (seed 0's CL and FL: 18 minutes each).
+BOUNDARY_SEEDS := reproduce-boundary-s0 reproduce-boundary-s1 reproduce-boundary-s2
+.PHONY: reproduce-boundary $(BOUNDARY_SEEDS)
+reproduce-boundary: $(STAMP)
+	$(MAKE) -j2 $(BOUNDARY_SEEDS)
+	$(BIN)/fedpref summarize $(REPRO)/boundary --pair FL,CL --out $(REPRO)/boundary/summary.md
+
+$(BOUNDARY_SEEDS): reproduce-boundary-s%: $(STAMP)
+	$(REPRO_SWEEP) configs/boundary_balanced.toml --seeds $* --out $(REPRO)/boundary/s$*
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)
