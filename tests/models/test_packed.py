@@ -94,3 +94,18 @@ def test_fused_linear_falls_back_to_the_modules_forward():
     assert _plain_lora(plain["v"]) is None  # not adapted
     x = torch.randn(3, 6)
     assert torch.equal(fused_linear([plain["q"], plain["v"]], x), torch.cat([plain["q"](x), plain["v"](x)], -1))
+
+
+def test_fused_linear_under_bf16_autocast_matches_the_modules_forward():
+    # autocast leaves in-place ops alone: the LoRA product must be cast to the base output's bf16 (a CUDA run
+    # with train.precision 'auto' failed here before)
+    block = _lora_block(dropout=0.0)
+    x = torch.randn(7, 6, generator=torch.Generator().manual_seed(1))
+    modules = [block["q"], block["k"]]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused = fused_linear(modules, x)
+        plain = torch.cat([m(x) for m in modules], dim=-1)
+    fused.float().sum().backward()  # gradients reach the fp32 LoRA weights through the casts
+    assert fused.dtype == plain.dtype == torch.bfloat16
+    assert torch.allclose(fused.float(), plain.float(), atol=0.1, rtol=0.02)
+    assert block["q"].lora_B["default"].weight.grad is not None

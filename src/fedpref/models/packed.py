@@ -77,7 +77,8 @@ def fused_linear(modules: list[nn.Module], x: torch.Tensor) -> torch.Tensor:
         return torch.cat([m(x) for m in modules], dim=-1)
     weights, biases, downs, ups = zip(*parts)
     base = F.linear(x, torch.cat(weights), None if None in biases else torch.cat(biases))
-    return base.addmm_(x @ torch.cat(downs).T, torch.block_diag(*ups).T)  # in place: no copy of base
+    low_rank = (x @ torch.cat(downs).T).to(base.dtype)  # (T, k r); autocast skips in-place ops: cast by hand
+    return base.addmm_(low_rank, torch.block_diag(*ups).T.to(base.dtype))  # in place: no copy of base
 
 
 def packed_self_attention(attention: nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
