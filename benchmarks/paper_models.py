@@ -5,10 +5,19 @@ architecture with seeded random weights. Speed does not depend on the weights' v
 from the embedded MiniLM's WordPiece tokenizer (30,522 ids, all inside both vocabularies): its token counts
 for English text are close to those of the papers' BPE tokenizers, unlike a small-vocabulary tokenizer's
 (stories260K's 512 pieces make a prompt about 2.5 times longer).
+
+As a script it writes such a model as a backbone folder, so that `fedpref run` and `fedpref estimate` time a
+paper-size run where no weights can be downloaded (docs/speed.md, On a GPU). The folder has no tokenizer (MiniLM's
+saved beside a Qwen2 config would load as a Qwen2 tokenizer): name MiniLM's as the run's.
+
+    python benchmarks/paper_models.py qwen2-0.5b /tmp/qwen2-0.5b-random
+    fedpref estimate configs/paper_imbalanced.toml --set "model.backbone='/tmp/qwen2-0.5b-random'" \
+        --set "model.tokenizer='minilm'" --set "model.head='selector'"
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -44,9 +53,34 @@ def build_paper_selector(
     backbone = AutoModelForCausalLM.from_config(paper_config(name, attn), dtype=dtype)
     backbone.requires_grad_(False)
     backbone.eval()
+    tokenizer = paper_tokenizer(max_length)
+    torch.manual_seed(seed)  # peft draws LoRA A from the global generator
+    return SelectorRewardModel(backbone, tokenizer, lora, max_length, torch.Generator().manual_seed(seed))
+
+
+def paper_tokenizer(max_length: int):
+    """MiniLM's WordPiece tokenizer standing in for the papers' BPE ones, with `max_length` as its limit."""
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
     tokenizer.model_max_length = max_length  # MiniLM's own 512 is its position limit, not this model's
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
-    torch.manual_seed(seed)  # peft draws LoRA A from the global generator
-    return SelectorRewardModel(backbone, tokenizer, lora, max_length, torch.Generator().manual_seed(seed))
+    return tokenizer
+
+
+def save_random_backbone(name: str, out: Path, seed: int = 0) -> Path:
+    """Write `name` with seeded random weights (bf16 on disk) to the folder `out`."""
+    torch.manual_seed(seed)
+    AutoModelForCausalLM.from_config(paper_config(name), dtype=torch.bfloat16).save_pretrained(out)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Write a paper-size causal LM with random weights as a folder.")
+    parser.add_argument("name", choices=PAPER_MODELS)
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args()
+    print(f"wrote {save_random_backbone(args.name, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

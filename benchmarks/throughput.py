@@ -6,6 +6,11 @@ backbone (for the selector: logits over all positions and the whole vocabulary),
 `inference_mode`. Both sides compute the same function; the script checks that their margins agree.
 
     .venv/bin/python benchmarks/throughput.py [--models minilm,stories,qwen2-0.5b] [--repeats 3] [--out FILE.json]
+        [--device cuda] [--precision bf16] [--reference-precision fp32|bf16]
+
+On a GPU (`--device cuda`) fedpref autocasts to bf16 (train.precision 'auto'); the reference runs in fp32 as
+the papers' code does by default, or under the same bf16 autocast (`--reference-precision bf16`), which
+separates the precision lever from the others.
 
 The paper-size rows (`qwen2-0.5b`, `qwen2-0.5b-tldr`, `gemma-2b`) build the published architecture with
 random weights and tokenize with MiniLM's tokenizer (benchmarks/paper_models.py); the reference pads to
@@ -30,13 +35,13 @@ import torch.nn.functional as F
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
 from torch.utils.flop_counter import FlopCounterMode
 
-from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig
+from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig, bf16_autocast
 from fedpref.config import load_config
 from fedpref.data.splits import split_clients
 from fedpref.experiments.setup import load_pairs
 from fedpref.models.adapters import trainable_state
 from fedpref.models.encoded import pad
-from fedpref.models.factory import build_reward_model
+from fedpref.models.factory import build_reward_model, resolve_device
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paper_models import build_paper_selector  # noqa: E402
@@ -47,9 +52,10 @@ TLDR = (ROOT / "configs" / "tldr_local.toml").resolve()
 Build = Callable[[object], torch.nn.Module]  # config -> reward model
 
 
-def gemm_rate(dtype: torch.dtype, n: int = 1024, repeats: int = 30) -> float:
-    """Best-of GFLOP/s of an n x n matmul at `dtype`, measured now (the machine's reference rate)."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+def gemm_rate(dtype: torch.dtype, device: str = "cpu", repeats: int = 30) -> float:
+    """Best-of GFLOP/s of an n x n matmul at `dtype` on `device`, measured now (the machine's reference rate)."""
+    n = 8192 if device.startswith("cuda") else 1024  # a GPU needs a large product to reach its rate
+    a, b = torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
     best = min(_timed(lambda: a @ b) for _ in range(repeats))
     return 2 * n**3 / best / 1e9
 
@@ -64,9 +70,21 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def device_name(device: str) -> str:
+    """The GPU's name for a CUDA device, else the CPU's (ratios differ between CPU kinds: docs/speed.md)."""
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else cpu_name()
+
+
+def _sync() -> None:
+    if torch.cuda.is_initialized():  # GPU work is asynchronous: a timer must wait for it
+        torch.cuda.synchronize()
+
+
 def _timed(fn) -> float:
+    _sync()
     start = time.perf_counter()
     fn()
+    _sync()
     return time.perf_counter() - start
 
 
@@ -151,7 +169,7 @@ class ReferenceScalar(torch.nn.Module):
             max_length=self.max_length,
             padding="max_length",
             return_tensors="pt",
-        )
+        ).to(self.head.weight.device)
         hidden = self.peft(**batch).last_hidden_state
         weights = batch["attention_mask"].unsqueeze(-1).float()
         r = self.head((hidden * weights).sum(1) / weights.sum(1)).view(-1, 2)
@@ -174,15 +192,22 @@ class ReferenceSelector(torch.nn.Module):
         batch, mask = pad(ids, self.ours.tokenizer.pad_token_id)
         batch = F.pad(batch, (0, self.max_length - batch.shape[1]), value=self.ours.tokenizer.pad_token_id)
         mask = F.pad(mask, (0, self.max_length - mask.shape[1]))  # fixed-length padding
+        device = self.lm.get_base_model().device
+        batch, mask = batch.to(device), mask.to(device)
         logits = self.lm(input_ids=batch, attention_mask=mask).logits  # (B, L, V): every position and token
-        last = logits[torch.arange(len(ids)), mask.sum(1) - 1][:, self.letters]
+        last = logits[torch.arange(len(ids), device=device), mask.sum(1) - 1][:, self.letters]
         diff = last[:, 0] - last[:, 1]
-        return torch.where(torch.tensor(flips), diff, -diff)
+        return torch.where(torch.tensor(flips, device=device), diff, -diff).float()
 
 
-def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None, build: Build) -> Side:
-    """Per client: load the global LoRA weights into the PEFT model, a fresh optimizer, fixed padding."""
+def bench_reference(
+    cfg, clients, steps: int, wrapper, flips: list[bool] | None, build: Build, precision: str = "fp32"
+) -> Side:
+    """Per client: load the global LoRA weights into the PEFT model, a fresh optimizer, fixed padding;
+    `precision` 'bf16' autocasts its forward passes as fedpref does on a GPU."""
     ours = build(cfg)
+    device = resolve_device(cfg.device).split(":")[0]
+    autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16")
     ref = wrapper(ours)
     peft_model = ours.encoder if hasattr(ours, "encoder") else ours.lm
     global_lora = {k: v.clone() for k, v in get_peft_model_state_dict(peft_model).items()}
@@ -203,14 +228,15 @@ def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None,
         peft_model.train()
         for step in range(steps):
             batch = [split.train[(step * b + i) % len(split.train)] for i in range(b)]  # plain PreferencePairs
-            loss = -F.logsigmoid(ref.margins(batch)).mean()
+            with autocast:
+                loss = -F.logsigmoid(ref.margins(batch).float()).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
     def evaluate(split) -> None:
         peft_model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), autocast:
             chunk = cfg.train.eval_batch_size
             for start in range(0, len(split.test), chunk):
                 ref.margins(split.test[start : start + chunk])
@@ -226,14 +252,14 @@ def bench_reference(cfg, clients, steps: int, wrapper, flips: list[bool] | None,
     train_client(clients[0])  # warm-up, as for fedpref
     load_global()
     peft_model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), autocast:
         test, chunk = clients[0].test, cfg.train.eval_batch_size
         chunks = [test[i : i + chunk] for i in range(0, len(test), chunk)]
         parts, done = [], 0
         for part in chunks:
             parts.append(ref.margins(part, flips[done : done + len(part)]) if flips else ref.margins(part))
             done += len(part)
-        margins = torch.cat(parts)
+        margins = torch.cat(parts).float().cpu()
     return Side(train_all, eval_all, margins, {})
 
 
@@ -246,17 +272,19 @@ def compare(
     repeats: int,
     build: Build = build_reward_model,
     test_pairs: int | None = None,
+    reference_precision: str = "fp32",
 ) -> dict:
     clients = clients_for(cfg, clients_count, test_pairs)
     ours = bench_fedpref(cfg, clients, steps, build)
-    ref = bench_reference(cfg, clients, steps, wrapper, ours.info.pop("flips"), build)
-    dtype = torch.bfloat16 if cfg.train.precision == "bf16" else torch.float32
+    ref = bench_reference(cfg, clients, steps, wrapper, ours.info.pop("flips"), build, reference_precision)
+    device = resolve_device(cfg.device)
+    dtype = torch.bfloat16 if bf16_autocast(cfg.train.precision, device.split(":")[0]) else torch.float32
     times, gemm = {"fedpref": ([], []), "reference": ([], [])}, []
     for _ in range(repeats):  # alternate, so a drift in the machine's speed hits both sides alike
         for side, (train_s, eval_s) in zip((ours, ref), times.values()):
             train_s.append(_timed(side.train_all))
             eval_s.append(_timed(side.eval_all))
-        gemm.append(gemm_rate(dtype))  # next to this repeat's training step
+        gemm.append(gemm_rate(dtype, device))  # next to this repeat's training step
     test_pairs = sum(len(s.test) for s in clients)
     ours_row, ref_row = (
         _summary(*times[k], clients_count, steps, cfg.train.batch_size, test_pairs) | side.info
@@ -269,7 +297,9 @@ def compare(
         "reference": ref_row,
         "train_speedup": ours_row["train_pairs_per_s"] / ref_row["train_pairs_per_s"],
         "eval_speedup": ours_row["eval_pairs_per_s"] / ref_row["eval_pairs_per_s"],
-        "max_margin_difference": float((ours.margins - ref.margins).abs().max()),
+        "max_margin_difference": float((ours.margins.float().cpu() - ref.margins).abs().max()),
+        "precision": cfg.train.precision,
+        "reference_precision": reference_precision,
         "gemm_gflops": max(gemm),
         "gemm_gflops_repeats": gemm,
         "step_gflops_achieved": best_step_rate,
@@ -319,15 +349,24 @@ def paper_row(row: str, args) -> dict:
         f"train.batch_size={args.paper_batch}",
         f"train.eval_batch_size={args.paper_batch}",
         "train.lr=1e-5",
-    ]
+        f"device='{args.device}'",
+    ] + ([f"train.precision='{args.precision}'"] if args.precision else [])
     cfg = load_config(data_config or args.config, overrides)
 
     def build(c):
-        return build_paper_selector(arch, c.lora, c.data.max_length, c.seed)
+        return build_paper_selector(arch, c.lora, c.data.max_length, c.seed).to(resolve_device(c.device))
 
     name = f"{arch} A/B selector, random weights ({'TL;DR' if data_config else 'synthetic'} pairs)"
     return compare(
-        name, cfg, args.paper_clients, args.paper_steps, ReferenceSelector, args.repeats, build, args.paper_eval_pairs
+        name,
+        cfg,
+        args.paper_clients,
+        args.paper_steps,
+        ReferenceSelector,
+        args.repeats,
+        build,
+        args.paper_eval_pairs,
+        args.reference_precision,
     )
 
 
@@ -347,32 +386,65 @@ def main() -> None:
     parser.add_argument("--paper-batch", type=int, default=2, help="batch of a paper-size row (papers: 16)")
     parser.add_argument("--paper-length", type=int, default=1024, help="max tokens of a paper-size row")
     parser.add_argument("--paper-eval-pairs", type=int, default=8, help="test pairs per client of a paper-size row")
+    parser.add_argument("--device", default="cpu", help="torch device of every row: cpu, cuda, cuda:1, auto")
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "fp32", "bf16"),
+        default=None,
+        help="fedpref's train.precision for every row (default: the config's; 'bf16' autocasts on the CPU too)",
+    )
+    parser.add_argument(
+        "--reference-precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="the reference's forward: fp32 (the papers' code) or bf16 autocast (fedpref's 'auto' on a GPU)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "throughput.json")
     args = parser.parse_args()
     rows = args.models.split(",")
     unknown = sorted(set(rows) - {"minilm", "stories", *PAPER_ROWS})
     if unknown:
         parser.error(f"unknown --models {', '.join(unknown)}")
+    device = resolve_device(args.device)
     results = {
         "threads": torch.get_num_threads(),
         "cpu": cpu_name(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "device": device,
+        "device_name": device_name(device),
+        "torch": torch.__version__,
     }
-    print(f"{results['cpu']} ({results['cpu_capability']}), {results['threads']} threads")
-    cfg = load_config(args.config)
+    print(f"{results['cpu']} ({results['cpu_capability']}), {results['threads']} threads; device {device}")
+    if device != "cpu":
+        print(f"{results['device_name']}, torch {torch.__version__}, reference in {args.reference_precision}")
+    on_device = [f"device='{args.device}'"] + ([f"train.precision='{args.precision}'"] if args.precision else [])
+    cfg = load_config(args.config, on_device)
     if "minilm" in rows:
         results["minilm_scalar"] = compare(
-            "MiniLM scalar reward (quick config)", cfg, args.clients, args.steps, ReferenceScalar, args.repeats
+            "MiniLM scalar reward (quick config)",
+            cfg,
+            args.clients,
+            args.steps,
+            ReferenceScalar,
+            args.repeats,
+            reference_precision=args.reference_precision,
         )
     if "stories" in rows and not STORIES.is_dir():
         print(f"\n(skipping the stories260K selector: {STORIES} not found)")
     elif "stories" in rows:
         sel = load_config(
             args.config,
-            [f"model.backbone='{STORIES}'", "model.head='selector'", "lora.top_layers=0", "data.max_length=256"],
+            [f"model.backbone='{STORIES}'", "model.head='selector'", "lora.top_layers=0", "data.max_length=256"]
+            + on_device,
         )
         results["stories_selector"] = compare(
-            "stories260K A/B selector", sel, args.clients, args.steps, ReferenceSelector, args.repeats
+            "stories260K A/B selector",
+            sel,
+            args.clients,
+            args.steps,
+            ReferenceSelector,
+            args.repeats,
+            reference_precision=args.reference_precision,
         )
     for row in (r for r in rows if r in PAPER_ROWS):
         results[row] = paper_row(row, args)

@@ -160,6 +160,11 @@ class DataConfig:
 @dataclass
 class ModelConfig:
     backbone: str = _help("'minilm' (embedded all-MiniLM-L6-v2), a local model folder, or a hub id.", "minilm")
+    tokenizer: str = _help(
+        "The tokenizer's folder, hub id or 'minilm' where the backbone's own is missing or unwanted (e.g. a "
+        "model built from a published config with random weights); empty: the backbone's own.",
+        "",
+    )
     head: str = _help(
         "'scalar' (a linear value head: on the mean-pooled output of an encoder, on the last token of a causal "
         "LM as in AutoModelForSequenceClassification) or 'selector' (causal LM, A/B logits).",

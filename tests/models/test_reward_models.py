@@ -116,6 +116,31 @@ def test_selector_margin_is_the_letter_logit_gap(stories_path):
     assert torch.allclose(m[0], expected, atol=1e-4)
 
 
+def _tokenizerless_causal_lm(folder):
+    """A tiny Qwen2 with random weights and no tokenizer files, as benchmarks/paper_models.py writes one."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    small = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2)
+    config = AutoConfig.for_model("qwen2", vocab_size=30522, num_key_value_heads=1, **small)
+    config.architectures = ["Qwen2ForCausalLM"]
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    return str(folder)
+
+
+def test_model_tokenizer_replaces_a_missing_one(tmp_path):
+    cfg = config()
+    cfg.model.backbone, cfg.model.head = _tokenizerless_causal_lm(tmp_path / "qwen"), "selector"
+    with pytest.raises(FedprefError, match="tokenizer is empty"):  # the folder has no tokenizer of its own
+        build_reward_model(cfg)
+    cfg.model.tokenizer = "minilm"
+    model = build_reward_model(cfg)
+    assert model.tokenizer.vocab_size == 30522 and model.tokenizer("blue sky")["input_ids"][1:3] == [2630, 3712]
+    assert model.letters == [1037, 1038]  # MiniLM's ids of "a" and "b" (it lower-cases)
+    margins = model.margins(model.encode(PAIRS[:3]), torch.arange(3))
+    assert margins.shape == (3,) and torch.isfinite(margins).all()
+
+
 def test_head_mismatch_is_a_config_error():
     cfg = config()  # the MiniLM encoder: no LM head for an A/B selector ('scalar' fits causal LMs too now)
     cfg.model.head = "selector"

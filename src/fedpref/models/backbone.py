@@ -29,9 +29,9 @@ def is_causal_lm(config) -> bool:
     return any(a.endswith("ForCausalLM") for a in (config.architectures or [])) or config.is_decoder
 
 
-def load_backbone(name: str, dtype: str = "fp32"):
+def load_backbone(name: str, dtype: str = "fp32", tokenizer_name: str = ""):
     """Return (model, tokenizer, is_causal) with every backbone weight frozen, in eval mode, loaded as `dtype`
-    (a model.dtype name).
+    (a model.dtype name); the tokenizer is `tokenizer_name`'s where given, else the backbone's own.
 
     Dropout of the frozen base stays off (eval mode): only LoRA dropout is active
     in training, so the frozen layers are a deterministic function of the input.
@@ -41,7 +41,7 @@ def load_backbone(name: str, dtype: str = "fp32"):
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     try:
         config = AutoConfig.from_pretrained(path)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(resolve_backbone(tokenizer_name) if tokenizer_name else path)
         causal = is_causal_lm(config)
         loader = AutoModelForCausalLM if causal else AutoModel
         model = loader.from_pretrained(path, config=config, dtype=TORCH_DTYPES[dtype])
@@ -52,6 +52,9 @@ def load_backbone(name: str, dtype: str = "fp32"):
             else "not a local folder, and the hub is unreachable or has no such model"
         )
         raise FedprefError(f"model.backbone '{name}': cannot load ({where}): {str(e).splitlines()[0]}") from None
+    if len(tokenizer) <= 1:  # transformers builds an empty tokenizer for a model folder without tokenizer files
+        where = f"model.tokenizer '{tokenizer_name}'" if tokenizer_name else f"model.backbone '{name}'"
+        raise FedprefError(f"{where}: the tokenizer is empty (no tokenizer files?); name one with model.tokenizer")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
     model.requires_grad_(False)

@@ -80,7 +80,7 @@ def _check_head_fits(cfg: ExperimentConfig, causal: bool) -> None:
 def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     """Frozen backbone + LoRA + head, initialized deterministically from `cfg.seed`."""
     check_model_config(cfg)
-    backbone, tokenizer, causal = load_backbone(cfg.model.backbone, cfg.model.dtype)
+    backbone, tokenizer, causal = load_backbone(cfg.model.backbone, cfg.model.dtype, cfg.model.tokenizer)
     _check_head_fits(cfg, causal)  # a hub id is known only now
     if cfg.train.gradient_checkpointing:  # active in training mode only (set_lora_training)
         set_activation_checkpointing(backbone, True)
