@@ -119,6 +119,21 @@ def test_conversational_with_a_chat_template_is_rendered_like_trl():
         assert pairs[0].chosen == "The moon: brief facts.\n"
 
 
+def test_model_tokenizer_supplies_the_chat_template(tmp_path):
+    from transformers import AutoTokenizer
+
+    from fedpref.models.backbone import resolve_backbone
+
+    tok = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
+    tok.chat_template = _TemplateTokenizer.chat_template + "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    tok.save_pretrained(tmp_path / "tok")
+    user = "data.pairwise.user_key='user_id'"
+    plain = load_pairs(_cfg(CONVERSATIONAL, user))  # the embedded MiniLM: no template
+    templated = load_pairs(_cfg(CONVERSATIONAL, user, f"model.tokenizer='{tmp_path / 'tok'}'"))
+    assert plain[0].prompt == "user: Tell me about the moon."
+    assert templated[0].prompt == "<|user|>Tell me about the moon.\n<|assistant|>"
+
+
 def test_saved_datasets_folder_and_split(tmp_path):
     import datasets
 

@@ -74,20 +74,20 @@ def _preferences(cfg: ExperimentConfig) -> list[PreferencePair]:
 
     def render(prompt: Messages, completion: Messages) -> tuple[str, str]:
         if not tokenizer:
-            tokenizer.append(chat_renderer(_chat_tokenizer(cfg.model.backbone)))
+            tokenizer.append(chat_renderer(_chat_tokenizer(cfg.model.tokenizer or cfg.model.backbone)))
         return tokenizer[0](prompt, completion)
 
     return load_preferences(cfg.data.path, keys=keys, group_key=k.group_key or None, split=k.split, render=render)
 
 
-def _chat_tokenizer(backbone: str) -> Any | None:
-    """The backbone's tokenizer, for its chat template; the embedded MiniLM encoder has none."""
-    if backbone == "minilm":
+def _chat_tokenizer(name: str) -> Any | None:
+    """The run's tokenizer (model.tokenizer, else the backbone's), for its chat template; MiniLM's has none."""
+    if name == "minilm":
         return None
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(backbone)
+        return AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError):
         return None  # building the model reports an unloadable backbone, with its own message
 
