@@ -53,18 +53,12 @@ def build_paper_selector(
     backbone = AutoModelForCausalLM.from_config(paper_config(name, attn), dtype=dtype)
     backbone.requires_grad_(False)
     backbone.eval()
-    tokenizer = paper_tokenizer(max_length)
-    torch.manual_seed(seed)  # peft draws LoRA A from the global generator
-    return SelectorRewardModel(backbone, tokenizer, lora, max_length, torch.Generator().manual_seed(seed))
-
-
-def paper_tokenizer(max_length: int):
-    """MiniLM's WordPiece tokenizer standing in for the papers' BPE ones, with `max_length` as its limit."""
     tokenizer = AutoTokenizer.from_pretrained(resolve_backbone("minilm"))
     tokenizer.model_max_length = max_length  # MiniLM's own 512 is its position limit, not this model's
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
-    return tokenizer
+    torch.manual_seed(seed)  # peft draws LoRA A from the global generator
+    return SelectorRewardModel(backbone, tokenizer, lora, max_length, torch.Generator().manual_seed(seed))
 
 
 def save_random_backbone(name: str, out: Path, seed: int = 0) -> Path:

@@ -197,7 +197,7 @@ class ReferenceSelector(torch.nn.Module):
         logits = self.lm(input_ids=batch, attention_mask=mask).logits  # (B, L, V): every position and token
         last = logits[torch.arange(len(ids), device=device), mask.sum(1) - 1][:, self.letters]
         diff = last[:, 0] - last[:, 1]
-        return torch.where(torch.tensor(flips, device=device), diff, -diff).float()
+        return torch.where(torch.tensor(flips, device=device), diff, -diff)
 
 
 def bench_reference(
