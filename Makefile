@@ -248,6 +248,19 @@ $(BOUNDARY80_SEEDS): reproduce-boundary80-s%: $(STAMP)
 	test -f $(REPRO)/boundary80/s$*/results.json || OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref personalize \
 		$(REPRO)/boundary/s$*/seed=$* --steps 0,10,80 --method Local --method FL --out $(REPRO)/boundary80/s$* --overwrite
 
+# The FedGD paper's Table 3 (balanced) shape with composed cues and 15 local steps a round
+# (configs/composed_tau15_balanced.toml, docs/calibration.md, lever 10): Local, CL, Multi-CL and FL, seeds 0-2, one
+# stream per seed into $(REPRO)/composed15/sS, then FL - CL and FL - Local paired per client.
+COMPOSED15_SEEDS := reproduce-composed15-s0 reproduce-composed15-s1 reproduce-composed15-s2
+.PHONY: reproduce-composed15 $(COMPOSED15_SEEDS)
+reproduce-composed15: $(STAMP)
+	$(MAKE) -j3 $(COMPOSED15_SEEDS)
+	$(BIN)/fedpref summarize $(REPRO)/composed15 --pair FL,CL --pair FL,Local --out $(REPRO)/composed15/summary.md \
+		--csv $(REPRO)/composed15/summary.csv --plot $(REPRO)/composed15/curves.png
+
+$(COMPOSED15_SEEDS): reproduce-composed15-s%: $(STAMP)
+	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* --out $(REPRO)/composed15/s$*
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)
