@@ -171,3 +171,25 @@ def test_sigterm_marks_the_running_cell_interrupted(tmp_path, monkeypatch):
     statuses = [c["status"] for c in json.loads((out / "sweep.json").read_text())["cells"]]
     assert statuses == ["interrupted", "pending", "pending", "pending"]
     assert signal.getsignal(signal.SIGTERM) is before  # the sweep's handler does not outlive it
+
+
+def test_two_sweeps_into_one_folder_keep_each_others_cells(tmp_path, monkeypatch):
+    """A second `fedpref sweep --seeds 1` started while `--seeds 0` runs into the same folder: sweep.json keeps
+    both seeds' cells, whichever writes last."""
+    out = tmp_path / "s"
+    args = ["sweep", "configs/tiny.toml", *SETS, "--out", str(out), "--seeds"]
+    inner_started = []
+
+    def fake_run(cell, console, engine):
+        if not inner_started:  # the first cell of the first sweep: the second sweep runs meanwhile
+            inner_started.append(cell.seed)
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main([*args, "1"]) == 0
+        return 0.0
+
+    monkeypatch.setattr(sweep_module, "run_cell", fake_run)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([*args, "0"]) == 0
+    index = json.loads((out / "sweep.json").read_text())
+    assert [(c["folder"], c["status"]) for c in index["cells"]] == [("seed=0", "done"), ("seed=1", "done")]
+    assert index["seeds"] == [0]  # the top-level keys are the last writer's

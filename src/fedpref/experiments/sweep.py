@@ -158,10 +158,39 @@ def sweep_index(cells: Sequence[Cell], out: Path, spec: dict) -> dict:
 
 
 def write_index(index: dict, out: Path) -> None:
+    """Write `index` to OUT/sweep.json, keeping the cells other sweeps into OUT listed there (two `fedpref sweep
+    --seeds` at once into one folder); the top-level keys are those of the command writing now."""
     from fedpref.experiments.outputs import write_json
 
     out.mkdir(parents=True, exist_ok=True)
-    write_json(index, out / "sweep.json")
+    path = out / "sweep.json"
+    with index_lock(out):
+        ours = {cell["folder"]: cell for cell in index["cells"]}
+        try:
+            listed = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        except (FileNotFoundError, json.JSONDecodeError):
+            listed = []
+        # the listed order, this sweep's entries in place of their old ones, then this sweep's new cells
+        folders = [cell["folder"] for cell in listed]
+        cells = [ours.get(cell["folder"], cell) for cell in listed]
+        cells += [cell for folder, cell in ours.items() if folder not in folders]
+        write_json(index | {"cells": cells}, path)
+
+
+@contextlib.contextmanager
+def index_lock(out: Path) -> Iterator[None]:
+    """An exclusive lock on OUT/.sweep.lock (POSIX; without fcntl the index is written unlocked)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(out / ".sweep.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def run_sweep(
