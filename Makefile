@@ -261,6 +261,19 @@ reproduce-composed15: $(STAMP)
 $(COMPOSED15_SEEDS): reproduce-composed15-s%: $(STAMP)
 	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* --out $(REPRO)/composed15/s$*
 
+# Lever 10 with 2% label noise (docs/calibration.md): all four methods per seed, one stream per seed, then the pairs.
+COMPOSED15N2_SEEDS := reproduce-composed15-noise2-s0 reproduce-composed15-noise2-s1 reproduce-composed15-noise2-s2
+.PHONY: reproduce-composed15-noise2 $(COMPOSED15N2_SEEDS)
+reproduce-composed15-noise2: $(STAMP)
+	$(MAKE) -j3 $(COMPOSED15N2_SEEDS)
+	$(BIN)/fedpref summarize $(REPRO)/composed15_noise2 --pair FL,CL --pair FL,Local \
+		--out $(REPRO)/composed15_noise2/summary.md --csv $(REPRO)/composed15_noise2/summary.csv \
+		--plot $(REPRO)/composed15_noise2/curves.png
+
+$(COMPOSED15N2_SEEDS): reproduce-composed15-noise2-s%: $(STAMP)
+	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* --set data.label_noise=0.02 \
+		--out $(REPRO)/composed15_noise2/s$*
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)
