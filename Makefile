@@ -250,29 +250,23 @@ $(BOUNDARY80_SEEDS): reproduce-boundary80-s%: $(STAMP)
 
 # The FedGD paper's Table 3 (balanced) shape with composed cues and 15 local steps a round
 # (configs/composed_tau15_balanced.toml, docs/calibration.md, lever 10): Local, CL, Multi-CL and FL, seeds 0-2, one
-# stream per seed into $(REPRO)/composed15/sS, then FL - CL and FL - Local paired per client.
+# stream per seed into $(REPRO)/$(COMPOSED15_DIR)/sS, then FL - CL and FL - Local paired per client.
+# reproduce-composed15-noise2 is the same with 2% label noise, into $(REPRO)/composed15_noise2.
+COMPOSED15_DIR ?= composed15
+COMPOSED15_SET ?=
 COMPOSED15_SEEDS := reproduce-composed15-s0 reproduce-composed15-s1 reproduce-composed15-s2
-.PHONY: reproduce-composed15 $(COMPOSED15_SEEDS)
+.PHONY: reproduce-composed15 reproduce-composed15-noise2 $(COMPOSED15_SEEDS)
 reproduce-composed15: $(STAMP)
 	$(MAKE) -j3 $(COMPOSED15_SEEDS)
-	$(BIN)/fedpref summarize $(REPRO)/composed15 --pair FL,CL --pair FL,Local --out $(REPRO)/composed15/summary.md \
-		--csv $(REPRO)/composed15/summary.csv --plot $(REPRO)/composed15/curves.png
+	$(BIN)/fedpref summarize $(REPRO)/$(COMPOSED15_DIR) --pair FL,CL --pair FL,Local \
+		--out $(REPRO)/$(COMPOSED15_DIR)/summary.md --csv $(REPRO)/$(COMPOSED15_DIR)/summary.csv \
+		--plot $(REPRO)/$(COMPOSED15_DIR)/curves.png
 
 $(COMPOSED15_SEEDS): reproduce-composed15-s%: $(STAMP)
-	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* --out $(REPRO)/composed15/s$*
+	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* $(COMPOSED15_SET) --out $(REPRO)/$(COMPOSED15_DIR)/s$*
 
-# Lever 10 with 2% label noise (docs/calibration.md): all four methods per seed, one stream per seed, then the pairs.
-COMPOSED15N2_SEEDS := reproduce-composed15-noise2-s0 reproduce-composed15-noise2-s1 reproduce-composed15-noise2-s2
-.PHONY: reproduce-composed15-noise2 $(COMPOSED15N2_SEEDS)
 reproduce-composed15-noise2: $(STAMP)
-	$(MAKE) -j3 $(COMPOSED15N2_SEEDS)
-	$(BIN)/fedpref summarize $(REPRO)/composed15_noise2 --pair FL,CL --pair FL,Local \
-		--out $(REPRO)/composed15_noise2/summary.md --csv $(REPRO)/composed15_noise2/summary.csv \
-		--plot $(REPRO)/composed15_noise2/curves.png
-
-$(COMPOSED15N2_SEEDS): reproduce-composed15-noise2-s%: $(STAMP)
-	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* --set data.label_noise=0.02 \
-		--out $(REPRO)/composed15_noise2/s$*
+	$(MAKE) reproduce-composed15 COMPOSED15_DIR=composed15_noise2 COMPOSED15_SET="--set data.label_noise=0.02"
 
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
