@@ -193,3 +193,40 @@ def test_two_sweeps_into_one_folder_keep_each_others_cells(tmp_path, monkeypatch
     index = json.loads((out / "sweep.json").read_text())
     assert [(c["folder"], c["status"]) for c in index["cells"]] == [("seed=0", "done"), ("seed=1", "done")]
     assert index["seeds"] == [0]  # the top-level keys are the last writer's
+
+
+def test_a_killed_sweeps_running_cell_is_listed_interrupted_by_the_next(tmp_path, monkeypatch):
+    """SIGKILL runs no handler, so sweep.json still says running; the running entry names its process, and the
+    next sweep into the folder lists a cell whose process is gone as interrupted (one still alive stays running)."""
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    out = tmp_path / "s"
+    out.mkdir()
+    listed = [
+        {"folder": "seed=1", "seed": 1, "status": "running", "pid": gone.pid, "host": host},
+        {"folder": "seed=2", "seed": 2, "status": "running", "pid": os.getpid(), "host": host},
+        {"folder": "seed=3", "seed": 3, "status": "running", "pid": gone.pid, "host": "another-host"},
+    ]
+    (out / "sweep.json").write_text(json.dumps({"cells": listed}))
+    seen_while_running = []
+
+    def fake_run(cell, console, engine):
+        seen_while_running.extend(json.loads((out / "sweep.json").read_text())["cells"])
+        return 0.0
+
+    monkeypatch.setattr(sweep_module, "run_cell", fake_run)
+    args = ["sweep", "configs/tiny.toml", *SETS, "--out", str(out), "--seeds", "0"]
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(args) == 0
+    ours = next(c for c in seen_while_running if c["folder"] == "seed=0")
+    assert (ours["status"], ours["pid"], ours["host"]) == ("running", os.getpid(), host)
+    cells = {c["folder"]: c for c in json.loads((out / "sweep.json").read_text())["cells"]}
+    assert cells["seed=0"]["status"] == "done" and "pid" not in cells["seed=0"]
+    assert cells["seed=1"] == {"folder": "seed=1", "seed": 1, "status": "interrupted"}
+    assert cells["seed=2"]["status"] == "running"
+    assert cells["seed=3"]["status"] == "running"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -172,9 +174,34 @@ def write_index(index: dict, out: Path) -> None:
             listed = []
         # the listed order, this sweep's entries in place of their old ones, then this sweep's new cells
         folders = [cell["folder"] for cell in listed]
-        cells = [ours.get(cell["folder"], cell) for cell in listed]
+        cells = [ours.get(cell["folder"], stale_as_interrupted(cell)) for cell in listed]
         cells += [cell for folder, cell in ours.items() if folder not in folders]
         write_json(index | {"cells": cells}, path)
+
+
+def running_entry() -> dict:
+    """A running cell's status with the process that runs it, so that a later writer can tell a killed one."""
+    return {"status": "running", "pid": os.getpid(), "host": socket.gethostname()}
+
+
+def stale_as_interrupted(entry: dict) -> dict:
+    """A cell listed as running by a process of this host that no longer exists (SIGKILL, out of memory, a lost
+    session: no handler ran) is interrupted; one of another host, or without a pid, stays as listed."""
+    if entry.get("status") != "running" or entry.get("host") != socket.gethostname() or "pid" not in entry:
+        return entry
+    if process_alive(int(entry["pid"])):
+        return entry
+    return {k: v for k, v in entry.items() if k not in ("pid", "host")} | {"status": "interrupted"}
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 @contextlib.contextmanager
@@ -205,7 +232,8 @@ def run_sweep(
 
     `sweep.json` in `out` is rewritten after every cell; statuses: pending, running, done, resumed, skipped
     (finished before), interrupted (partial, not yet resumed, or stopped by Ctrl-C or SIGTERM) and failed (with
-    the error; the sweep stops).
+    the error; the sweep stops). A running cell names its process (pid, host): a sweep killed without a word
+    (SIGKILL) leaves it running, and the next sweep into `out` on that host lists it as interrupted.
     """
     say = say or (lambda line: print(line, flush=True))
     index = sweep_index(cells, out, spec)
@@ -216,24 +244,32 @@ def run_sweep(
             say(f"{prefix}: skipped (finished)")
             continue
         say(f"{prefix}: {'resuming' if cell.state == 'interrupted' else 'running'} in {cell.folder}")
-        entry["status"] = "running"
+        entry |= running_entry()
         write_index(index, out)
         try:
             wall_s = run_cell(cell, console, engine)
         except (KeyboardInterrupt, SystemExit):  # sweep.json must not claim the cell is still running
-            entry["status"] = "interrupted"
+            entry |= {"status": "interrupted"}
+            drop_process(entry)
             write_index(index, out)
             say(f"{prefix}: interrupted (the same command continues it)")
             raise
         except BaseException as e:
             entry |= {"status": "failed", "error": str(e) or type(e).__name__}
+            drop_process(entry)
             write_index(index, out)
             say(f"{prefix}: failed ({entry['error']})")
             raise
         entry |= {"status": "resumed" if cell.state == "interrupted" else "done", "wall_s": round(wall_s, 1)}
+        drop_process(entry)
         write_index(index, out)
         say(f"{prefix}: {'resumed, ' if cell.state == 'interrupted' else ''}done in {wall_s:.0f} s")
     return index
+
+
+def drop_process(entry: dict) -> None:
+    entry.pop("pid", None)
+    entry.pop("host", None)
 
 
 @contextlib.contextmanager
