@@ -100,3 +100,23 @@ def test_train_dpo_and_feddpo_run(policy, stories_path):
     )
     assert rounds[0]["sampled"] and set(glob.adapter_state()) == set(start)  # only LoRA travels
     assert all("lora" in n for n in start)
+
+
+def test_precision_bf16_autocasts_the_forward_and_auto_does_not_on_cpu(stories_path):
+    """'auto' is fp32 off a CUDA GPU; 'bf16' autocasts the policy's forward, and log-probabilities stay fp32."""
+    lm, tokenizer = load_lm(stories_path)
+    lora = LoraConfig(rank=4, alpha=8, dropout=0.0)
+    pol = ConditionalPolicy(lm, lora, latent_dim=3, precision="auto")
+    _, batch = _batch(tokenizer)
+    seen = []
+    pol.lm.get_input_embeddings().register_forward_hook(lambda m, i, o: seen.append(torch.is_autocast_enabled("cpu")))
+    with torch.no_grad():
+        fp32 = response_logps(pol, batch)
+        pol.precision = "bf16"
+        bf16 = response_logps(pol, batch)
+    assert seen == [False, True]
+    assert fp32.dtype == bf16.dtype == torch.float32
+    assert torch.allclose(fp32, bf16, rtol=0.05) and not torch.equal(fp32, bf16)  # same function, bf16's rounding
+    assert pol.device == torch.device("cpu")
+    moved = batch.to("cpu")
+    assert torch.equal(moved.response_mask, batch.response_mask)

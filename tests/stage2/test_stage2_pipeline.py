@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from fedpref.errors import ConfigError
 from fedpref.stage2.config import load_stage2_config
@@ -23,6 +24,17 @@ def test_config_defaults_and_errors():
         load_stage2_config(CONFIG, ["dpo.reward='gpt'"])
     with pytest.raises(ConfigError, match="chat_url"):
         load_stage2_config(CONFIG, ["eval.judges=['chat']"])
+    assert (cfg.device, cfg.precision) == ("cpu", "auto")
+    with pytest.raises(ConfigError, match="'precision' must be one of auto, fp32, bf16"):
+        load_stage2_config(CONFIG, ["precision='fp16'"])
+    with pytest.raises(ConfigError, match="not a torch device"):
+        load_stage2_config(CONFIG, ["device='gpu0'"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_without_a_gpu_is_refused_before_any_model_loads():
+    with pytest.raises(ConfigError, match=r"stories.toml: device = 'cuda': CUDA is not available here"):
+        load_stage2_config(CONFIG, ["device='cuda'"])
 
 
 def _policy_path(stories_path: Path) -> str:

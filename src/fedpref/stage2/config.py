@@ -6,8 +6,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpref.config import _build, _help, option_help, read_toml
+from fedpref.config import PRECISIONS, _build, _help, option_help, read_toml
 from fedpref.errors import ConfigError
+from fedpref.models.factory import check_device
 
 REWARDS = ("selector", "oracle")
 JUDGES = ("oracle", "selector", "chat")
@@ -92,6 +93,16 @@ class Stage2Config:
     name: str = _help("Run name (default output folder runs/<name>).", "stage2")
     seed: int = _help("Seed of prompts, data, sampling and initialization.", 0)
     policy_path: str = _help("Local Hugging Face causal LM folder of the policy.", "../shared/models/stories260K/hf")
+    device: str = _help(
+        "Torch device of the whole pipeline: 'cpu', 'cuda', 'cuda:1', 'mps' or 'auto' (a GPU where there is one); "
+        "Stage 1 gets it too unless stage1.overrides names its own `device=`.",
+        "cpu",
+    )
+    precision: str = _help(
+        "The policy's forward passes and sampling: 'auto' (bf16 autocast on a CUDA GPU, fp32 elsewhere), 'fp32' "
+        "or 'bf16'; LoRA weights and AdamW stay fp32, log-probabilities are summed in fp32.",
+        "auto",
+    )
     task: TaskConfig = field(default_factory=TaskConfig)
     stage1: Stage1Config = field(default_factory=Stage1Config)
     lora: PolicyLoraConfig = field(default_factory=PolicyLoraConfig)
@@ -117,6 +128,11 @@ def validate_stage2(c: Stage2Config, source: str) -> None:
         if not ok:
             raise ConfigError(f"{source}: '{key}' {problem}")
 
+    need(c.precision in PRECISIONS, "precision", f"must be one of {', '.join(PRECISIONS)}")
+    try:
+        check_device(c.device)
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
     need(c.task.clients_per_type >= 1, "task.clients_per_type", "must be >= 1")
     need(c.task.prompts_per_client >= 4, "task.prompts_per_client", "must be >= 4")
     need(c.task.eval_prompts >= 1, "task.eval_prompts", "must be >= 1")

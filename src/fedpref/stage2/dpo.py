@@ -51,7 +51,10 @@ def label_pairs(samples: Samples, prompts: Sequence[str], judge: Judge, key: str
 
 
 def response_logps(policy: ConditionalPolicy, batch: TokenBatch) -> torch.Tensor:
-    logits = policy.lm(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    """(B,) response log-probabilities in fp32, computed on the policy's device."""
+    batch = batch.to(policy.device)
+    with policy.autocast():
+        logits = policy.lm(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
     return sequence_logps(logits, batch.input_ids, batch.response_mask)
 
 

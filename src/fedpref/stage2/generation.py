@@ -60,11 +60,13 @@ def sample(
     attention = (torch.arange(width).unsqueeze(0) >= torch.tensor([width - len(r) for r in rows]).unsqueeze(1)).long()
     policy.eval()
     context = policy.reference() if reference else policy.conditioned(z, len(rows))
-    with torch.random.fork_rng(devices=[]), context:
+    device = policy.device
+    forked = [device] if device.type == "cuda" else []  # sampling on a GPU draws from its own generator
+    with torch.random.fork_rng(devices=forked), context, policy.autocast():
         torch.manual_seed(seed)
         out = policy.lm.generate(
-            input_ids=input_ids,
-            attention_mask=attention,
+            input_ids=input_ids.to(device),
+            attention_mask=attention.to(device),
             do_sample=True,
             temperature=settings.temperature,
             top_p=settings.top_p,

@@ -19,6 +19,7 @@ from fedpref.engines.loop import ask_selector, run_rounds
 from fedpref.experiments.runner import inprocess_federation
 from fedpref.experiments.setup import build_setup
 from fedpref.models.adapters import load_trainable_state
+from fedpref.models.factory import resolve_device
 from fedpref.models.variational import variational_model
 from fedpref.stage2.config import Stage2Config
 from fedpref.stage2.dpo import DPOSettings, train_dpo
@@ -76,6 +77,7 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
         f"train.local_steps={s.local_steps}",
         f"train.batch_size={s.batch_size}",
         f"train.lr={s.lr}",
+        f"device='{cfg.device}'",
         *s.overrides,
     ]
     ecfg = load_config(None, items)
@@ -87,12 +89,13 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
     evaluation = ask_selector(algorithm, federation.transport, list(setup.clients), "selector")
     selector = variational_model(setup.model, algorithm.spec)
     load_trainable_state(selector, algorithm.global_state)
-    center, scale = latent_center(algorithm.center_payload(), "cpu")
+    device = next(selector.parameters()).device
+    center, scale = latent_center(algorithm.center_payload(), device)
     latents = {}
     for group in TYPES:
         means = [r["latent_mean"] for r in evaluation["per_client"].values() if r["group"] == group]
         with torch.no_grad():  # z as the selector reads it (centred, scaled, in its basis)
-            latents[group] = selector.selector_input(torch.tensor(means).mean(0), center, scale)
+            latents[group] = selector.selector_input(torch.tensor(means, device=device).mean(0), center, scale)
     return selector, latents, evaluation
 
 
@@ -135,9 +138,8 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     timing, results, started = {}, {"config": cfg.to_dict()}, time.perf_counter()
     prompts = story_prompts(cfg.seed)
     eval_prompts, pool = prompts[: cfg.task.eval_prompts], prompts[cfg.task.eval_prompts :]
-    lm, tokenizer = load_lm(cfg.policy_path)
-    lora = _lora(cfg)
-    policy = ConditionalPolicy(lm, lora, latent_dim=_latent_dim(cfg), seed=cfg.seed)
+    lm, tokenizer = load_lm(cfg.policy_path, resolve_device(cfg.device))
+    policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=_latent_dim(cfg), seed=cfg.seed, precision=cfg.precision)
 
     pairs = make_stage1_pairs(policy, tokenizer, cfg, pool)
     write_jsonl(pairs, out_dir / "stage1_pairs.jsonl")
@@ -175,8 +177,8 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
 
 def _feddpo(cfg: Stage2Config, tokenizer, pool: list[str], judges, oracle, sampling, eval_seed: int) -> dict:
     """One global policy; each client labels its own prompts' on-policy pairs with its type's oracle."""
-    lm, _ = load_lm(cfg.policy_path)
-    policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=0, seed=cfg.seed)
+    lm, _ = load_lm(cfg.policy_path, resolve_device(cfg.device))
+    policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=0, seed=cfg.seed, precision=cfg.precision)
     types = client_types(cfg)
     shares = np.array_split(np.arange(len(pool)), len(types))
     client_prompts = {cid: [pool[j] for j in share] for cid, share in zip(types, shares)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from fedpref.client.trainer import bf16_autocast
 from fedpref.config import LoraConfig
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import add_lora
@@ -25,10 +27,12 @@ class ConditionalPolicy(nn.Module):
     embedding, so `generate` with its KV cache conditions each new token the same way as training does.
     Z-to-embedding is one linear map d -> hidden, zero-initialized: the untrained policy equals the frozen
     base, which is also DPO's reference. `latent_dim = 0` gives an unconditioned policy (FedDPO).
+    `precision` as train.precision: 'auto' autocasts forward passes to bf16 on a CUDA GPU only.
     """
 
-    def __init__(self, lm: nn.Module, lora: LoraConfig, latent_dim: int, seed: int = 0):
+    def __init__(self, lm: nn.Module, lora: LoraConfig, latent_dim: int, seed: int = 0, precision: str = "auto"):
         super().__init__()
+        self.precision = precision
         torch.manual_seed(seed)  # peft draws LoRA A from the global generator
         self.lm = add_lora(lm, lora, causal=True)
         self.latent_dim = latent_dim
@@ -38,6 +42,17 @@ class ConditionalPolicy(nn.Module):
             nn.init.zeros_(self.z_to_embedding.bias)
         self._z: torch.Tensor | None = None
         self.lm.get_input_embeddings().register_forward_hook(self._inject)
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm.get_input_embeddings().weight.device
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast for forward passes and generation where `precision` asks for it on this device."""
+        device = self.device.type
+        if bf16_autocast(self.precision, device):
+            return torch.autocast(device_type=device, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _inject(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
         if self._z is None:
@@ -50,7 +65,7 @@ class ConditionalPolicy(nn.Module):
         """Run the adapted policy under z ((d,) or (batch, d); None: no shift)."""
         if z is not None and self.z_to_embedding is None:
             raise ValueError("this policy has no Z-to-embedding module (latent_dim = 0)")
-        self._z = None if z is None else z.reshape(-1, self.latent_dim).expand(batch, -1)
+        self._z = None if z is None else z.to(self.device).reshape(-1, self.latent_dim).expand(batch, -1)
         try:
             yield
         finally:
@@ -76,6 +91,9 @@ class TokenBatch:
     attention_mask: torch.Tensor  # (B, T)
     response_mask: torch.Tensor  # (B, T)
 
+    def to(self, device: torch.device | str) -> TokenBatch:
+        return TokenBatch(self.input_ids.to(device), self.attention_mask.to(device), self.response_mask.to(device))
+
 
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]) -> TokenBatch:
     """Concatenate each prompt with its response and right-pad with PAD_ID."""
@@ -92,8 +110,9 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]) -
     return TokenBatch(ids, attn, resp)
 
 
-def load_lm(path: str | Path) -> tuple[nn.Module, object]:
-    """A local causal LM and its tokenizer, with <unk> (id 0) as pad token and left padding for generation."""
+def load_lm(path: str | Path, device: str = "cpu") -> tuple[nn.Module, object]:
+    """A local causal LM on `device` and its tokenizer, with <unk> (id 0) as pad token and left padding for
+    generation."""
     path = Path(path)
     if not (path / "config.json").is_file():
         raise ConfigError(f"{path}: not a Hugging Face model folder (no config.json)")
@@ -101,6 +120,6 @@ def load_lm(path: str | Path) -> tuple[nn.Module, object]:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.convert_ids_to_tokens(PAD_ID)
     tokenizer.padding_side = "left"
-    lm = AutoModelForCausalLM.from_pretrained(path)
+    lm = AutoModelForCausalLM.from_pretrained(path).to(device)
     lm.config.pad_token_id = tokenizer.pad_token_id
     return lm, tokenizer
