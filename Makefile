@@ -251,11 +251,11 @@ $(BOUNDARY80_SEEDS): reproduce-boundary80-s%: $(STAMP)
 # The FedGD paper's Table 3 (balanced) shape with composed cues and 15 local steps a round
 # (configs/composed_tau15_balanced.toml, docs/calibration.md, lever 10): Local, CL, Multi-CL and FL, seeds 0-2, one
 # stream per seed into $(REPRO)/$(COMPOSED15_DIR)/sS, then FL - CL and FL - Local paired per client.
-# reproduce-composed15-noise2 is the same with 2% label noise, into $(REPRO)/composed15_noise2.
+# reproduce-composed15-noise2 (-noise1) is the same with 2% (1%) label noise, into $(REPRO)/composed15_noise2 (_noise1).
 COMPOSED15_DIR ?= composed15
 COMPOSED15_SET ?=
 COMPOSED15_SEEDS := reproduce-composed15-s0 reproduce-composed15-s1 reproduce-composed15-s2
-.PHONY: reproduce-composed15 reproduce-composed15-noise2 $(COMPOSED15_SEEDS)
+.PHONY: reproduce-composed15 reproduce-composed15-noise2 reproduce-composed15-noise1 $(COMPOSED15_SEEDS)
 reproduce-composed15: $(STAMP)
 	$(MAKE) -j3 $(COMPOSED15_SEEDS)
 	$(BIN)/fedpref summarize $(REPRO)/$(COMPOSED15_DIR) --pair FL,CL --pair FL,Local \
@@ -267,6 +267,9 @@ $(COMPOSED15_SEEDS): reproduce-composed15-s%: $(STAMP)
 
 reproduce-composed15-noise2: $(STAMP)
 	$(MAKE) reproduce-composed15 COMPOSED15_DIR=composed15_noise2 COMPOSED15_SET="--set data.label_noise=0.02"
+
+reproduce-composed15-noise1: $(STAMP)
+	$(MAKE) reproduce-composed15 COMPOSED15_DIR=composed15_noise1 COMPOSED15_SET="--set data.label_noise=0.01"
 
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
