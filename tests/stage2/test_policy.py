@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fedpref.config import LoraConfig
-from fedpref.stage2.dpo import DPOSettings, Pair, dpo_update, response_logps, train_dpo
+from fedpref.stage2.dpo import DPOSettings, Pair, dpo_backward, dpo_update, response_logps, train_dpo
 from fedpref.stage2.feddpo import FedSettings, run_feddpo
 from fedpref.stage2.generation import Sampling, sample
 from fedpref.stage2.judges import OracleJudge
@@ -120,3 +120,40 @@ def test_precision_bf16_autocasts_the_forward_and_auto_does_not_on_cpu(stories_p
     assert pol.device == torch.device("cpu")
     moved = batch.to("cpu")
     assert torch.equal(moved.response_mask, batch.response_mask)
+
+
+def test_two_half_weighted_backwards_give_the_gradient_of_their_union(policy):
+    """dpo.grad_accumulation: two generation batches of equal size, each weighted 1/2, accumulate the gradient of
+    the DPO loss on both at once (the loss is a mean over pairs)."""
+    pol, tokenizer = policy
+    prompt, _ = _batch(tokenizer)
+    with torch.no_grad():
+        pol.z_to_embedding.weight.normal_()  # a non-zero z path, so that z's gradient is not trivially zero
+    first, second = [Pair(prompt, [260, 300, 1], [270, 1])], [Pair(prompt, [280, 1], [290, 310, 1])]
+    z, params = torch.tensor([1.0, -1.0, 2.0]), [p for p in pol.parameters() if p.requires_grad]
+
+    def grads(*groups: tuple[list[Pair], float]) -> list[torch.Tensor]:
+        pol.zero_grad(set_to_none=True)
+        for pairs, weight in groups:
+            dpo_backward(pol, pairs, z, beta=0.1, weight=weight)
+        return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+
+    accumulated, union = grads((first, 0.5), (second, 0.5)), grads((first + second, 1.0))
+    assert any(g.abs().sum() > 0 for g in union)
+    for a, u in zip(accumulated, union):
+        torch.testing.assert_close(a, u, rtol=1e-4, atol=1e-7)
+    assert any(not torch.allclose(f, u, atol=1e-6) for f, u in zip(grads((first, 1.0)), union))
+
+
+def test_train_dpo_takes_one_adamw_step_per_grad_accumulation_batches(policy, monkeypatch):
+    pol, tokenizer = policy
+    steps_taken = []
+    real_step = torch.optim.AdamW.step
+    monkeypatch.setattr(torch.optim.AdamW, "step", lambda self, *a, **k: steps_taken.append(1) or real_step(self))
+    prompts = ["Once upon a time, there was a big dog.", "One day, a cat saw a tree.", "Sam was happy."]
+    contexts = {"G1": torch.ones(3), "G2": -torch.ones(3)}
+    settings = DPOSettings(steps=2, prompts_per_step=1, lr=1e-3, grad_accumulation=2)
+    history = train_dpo(pol, tokenizer, prompts, contexts, OracleJudge(oracle_scores()), settings, SHORT, seed=0)
+    assert [(h["step"], h["key"]) for h in history] == [(0, "G1"), (0, "G2"), (1, "G1"), (1, "G2")]
+    stepped = {h["step"] for h in history if h["pairs"]}
+    assert stepped and len(steps_taken) == len(stepped)  # no step for a window whose every pair was a tie

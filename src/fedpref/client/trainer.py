@@ -27,6 +27,7 @@ class OptimConfig:
     precision: str = "fp32"  # "bf16": autocast the forward (weights and optimizer as loaded); "auto": bf16 on CUDA
     eval_chunk: int = 64
     adapt: str = "all"  # which trainable parameters the optimizer steps: "all", "head" or "adapters" (LoRA)
+    accumulation: int = 1  # micro-batches of batch_size pairs per optimizer step (their mean gradient)
 
 
 @dataclass
@@ -112,14 +113,18 @@ class LocalTrainer:
         """Continue training the loaded state for `steps` steps."""
         self.model.train()
         losses = []
+        k = self.optim.accumulation
         for _ in range(steps):
-            with self.autocast():
-                margins = self.model.margins(data, stream.next())
-            loss = pairwise_loss(margins.float())
             self.model.zero_grad(set_to_none=True)
-            loss.backward()
+            step_loss = 0.0
+            for _ in range(k):  # the mean gradient over k micro-batches: that of their union, at 1/k the memory
+                with self.autocast():
+                    margins = self.model.margins(data, stream.next())
+                loss = pairwise_loss(margins.float()) / k
+                loss.backward()
+                step_loss += loss.item()
             optimizer.step()
-            losses.append(loss.item())
+            losses.append(step_loss)
         self.model.eval()
         return losses
 
@@ -145,7 +150,12 @@ def optim_configs(cfg: ExperimentConfig) -> tuple[OptimConfig, OptimConfig]:
     """The optimizer settings of the global phase and of personalization (which defaults to the former's)."""
     t, p = cfg.train, cfg.personalization
     common = dict(
-        beta1=t.beta1, beta2=t.beta2, weight_decay=t.weight_decay, precision=t.precision, eval_chunk=t.eval_batch_size
+        beta1=t.beta1,
+        beta2=t.beta2,
+        weight_decay=t.weight_decay,
+        precision=t.precision,
+        eval_chunk=t.eval_batch_size,
+        accumulation=t.grad_accumulation,
     )
     train = OptimConfig(t.lr, t.batch_size, **common)
     pers = OptimConfig(p.lr or t.lr, p.batch_size or t.batch_size, adapt=p.adapt, **common)

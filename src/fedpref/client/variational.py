@@ -182,18 +182,22 @@ def train_variational(task: Task, client, trainer: LocalTrainer, generator: torc
     stream = BatchStream(len(client.train), trainer.optim.batch_size, generator)
     terms, mus, zs = [], [], []
     model.train()
+    k = trainer.optim.accumulation
     for _ in range(task.steps):
-        with trainer.autocast():
-            out = model.training_outputs(client.train, stream.next(), generator, oracle_z, center, scale)
-        log_w = gumbel_softmax_log_weights(pi, settings.tau, generator) if pi is not None else None
-        radius = model.spec.prototype_scale
-        parts = local_loss(out, settings, model.prototypes, radius, payload.get("prototype"), prior, log_w)
         optimizer.zero_grad(set_to_none=True)
-        parts["loss"].backward()
+        micro = []
+        for _ in range(k):  # one AdamW step on the mean gradient of k micro-batches (Table 4: 4-8)
+            with trainer.autocast():
+                out = model.training_outputs(client.train, stream.next(), generator, oracle_z, center, scale)
+            log_w = gumbel_softmax_log_weights(pi, settings.tau, generator) if pi is not None else None
+            radius = model.spec.prototype_scale
+            parts = local_loss(out, settings, model.prototypes, radius, payload.get("prototype"), prior, log_w)
+            (parts["loss"] / k).backward()
+            micro.append({name: v.item() for name, v in parts.items()})
+            mus.append(out.mu.detach().float())
+            zs.append(out.z.detach().float())
         optimizer.step()
-        terms.append({**{k: v.item() for k, v in parts.items()}, **gradient_norms(model)})
-        mus.append(out.mu.detach().float())
-        zs.append(out.z.detach().float())
+        terms.append({**{name: statistics.fmean(m[name] for m in micro) for name in micro[0]}, **gradient_norms(model)})
     model.eval()
     if pi is not None:
         store_gumbel_logits(client.memory, prior.ids, pi)

@@ -68,6 +68,11 @@ class DPOConfig:
     lr: float = _help("AdamW learning rate (Table 4: 1e-5 to 1e-4).", 1e-4)
     steps: int = _help("DPO steps on the server; each takes the next type's z in turn.", 1500)
     prompts_per_step: int = _help("Prompts generated per step (Table 4 generation batch size: 3).", 3)
+    grad_accumulation: int = _help(
+        "Generation batches whose mean DPO gradient one AdamW step takes (Table 4: batch 1 with 4-32 accumulation "
+        "steps, so 4-32 pairs a step; at 3 prompts a batch, 2-10 here). FedDPO's local steps too.",
+        1,
+    )
 
 
 @dataclass
@@ -148,6 +153,7 @@ def validate_stage2(c: Stage2Config, source: str) -> None:
     need(c.dpo.reward in REWARDS, "dpo.reward", f"must be one of {', '.join(REWARDS)}")
     need(c.dpo.beta > 0 and c.dpo.lr > 0, "dpo.beta/lr", "must be > 0")
     need(c.dpo.steps >= 0 and c.dpo.prompts_per_step >= 1, "dpo.steps/prompts_per_step", "must be >= 0 / >= 1")
+    need(c.dpo.grad_accumulation >= 1, "dpo.grad_accumulation", "must be >= 1")
     clients = 2 * c.task.clients_per_type
     need(1 <= c.feddpo.clients_per_round <= clients, "feddpo.clients_per_round", f"must be in [1, {clients}]")
     need(1 <= c.stage1.clients_per_round <= clients, "stage1.clients_per_round", f"must be in [1, {clients}]")

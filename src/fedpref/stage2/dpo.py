@@ -25,6 +25,7 @@ class DPOSettings:
     steps: int = 30
     prompts_per_step: int = 3
     weight_decay: float = 0.0
+    grad_accumulation: int = 1  # generation batches whose mean DPO gradient one AdamW step takes (Table 4: 4-32)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,17 @@ def dpo_update(
     policy: ConditionalPolicy, optimizer: torch.optim.Optimizer, pairs: list[Pair], z: torch.Tensor | None, beta: float
 ) -> dict[str, float]:
     """One DPO step on `pairs`: policy under z vs the frozen base (adapters off, no z) as reference."""
+    optimizer.zero_grad(set_to_none=True)
+    record = dpo_backward(policy, pairs, z, beta)
+    optimizer.step()
+    return record
+
+
+def dpo_backward(
+    policy: ConditionalPolicy, pairs: list[Pair], z: torch.Tensor | None, beta: float, weight: float = 1.0
+) -> dict[str, float]:
+    """Add `weight` x the DPO loss's gradient on `pairs` to the trainable weights' .grad; the loss and the implicit
+    rewards (unweighted) for the history."""
     n = len(pairs)
     batch = pack([p.prompt for p in pairs] * 2, [p.chosen for p in pairs] + [p.rejected for p in pairs])
     with torch.no_grad(), policy.reference():
@@ -70,9 +82,7 @@ def dpo_update(
     with policy.conditioned(z, 2 * n):
         logps = response_logps(policy, batch)
     loss, r_chosen, r_rejected = dpo_loss(logps[:n], logps[n:], ref[:n], ref[n:], beta)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
+    (loss * weight).backward()
     policy.eval()
     margin = r_chosen - r_rejected
     return {
@@ -92,23 +102,32 @@ def train_dpo(
     sampling: Sampling,
     seed: int,
 ) -> list[dict]:
-    """On-policy DPO: each step takes the next context (round robin), samples `sampling.num_samples` responses
-    per prompt under its z, lets the judge label them for that key, and updates LoRA + Z-to-embedding.
+    """On-policy DPO: each generation batch takes the next context (round robin), samples `sampling.num_samples`
+    responses per prompt under its z, lets the judge label them for that key and adds their DPO gradient; each
+    step averages `settings.grad_accumulation` such batches (equal weights) and updates LoRA + Z-to-embedding.
+    One history record per generation batch.
     """
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
     rng = np.random.default_rng(seed)
     order, cursor, keys, history = rng.permutation(len(prompts)), 0, list(contexts), []
+    k = settings.grad_accumulation
     for step in range(settings.steps):
-        key = keys[step % len(keys)]
-        if cursor + settings.prompts_per_step > len(order):
-            order, cursor = rng.permutation(len(prompts)), 0
-        batch = [prompts[i] for i in order[cursor : cursor + settings.prompts_per_step]]
-        cursor += settings.prompts_per_step
-        samples = sample(policy, tokenizer, batch, sampling, seed=seed * 100_003 + step, z=contexts[key])
-        pairs = label_pairs(samples, batch, judge, key, sampling.num_samples)
-        record = {"step": step, "key": key, "pairs": len(pairs)}
-        if pairs:
-            record.update(dpo_update(policy, optimizer, pairs, contexts[key], settings.beta))
-        history.append(record)
+        optimizer.zero_grad(set_to_none=True)
+        stepped = False
+        for draw in range(step * k, (step + 1) * k):  # generation batches, numbered across steps
+            key = keys[draw % len(keys)]
+            if cursor + settings.prompts_per_step > len(order):
+                order, cursor = rng.permutation(len(prompts)), 0
+            batch = [prompts[i] for i in order[cursor : cursor + settings.prompts_per_step]]
+            cursor += settings.prompts_per_step
+            samples = sample(policy, tokenizer, batch, sampling, seed=seed * 100_003 + draw, z=contexts[key])
+            pairs = label_pairs(samples, batch, judge, key, sampling.num_samples)
+            record = {"step": step, "key": key, "pairs": len(pairs)}
+            if pairs:
+                record.update(dpo_backward(policy, pairs, contexts[key], settings.beta, weight=1 / k))
+                stepped = True
+            history.append(record)
+        if stepped:
+            optimizer.step()
     return history

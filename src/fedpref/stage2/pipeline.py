@@ -113,17 +113,19 @@ def build_judges(cfg: Stage2Config, selector, latents: dict[str, torch.Tensor]) 
 
 def dpo_settings(cfg: Stage2Config) -> DPOSettings:
     d = cfg.dpo
-    return DPOSettings(beta=d.beta, lr=d.lr, steps=d.steps, prompts_per_step=d.prompts_per_step)
+    return DPOSettings(
+        beta=d.beta, lr=d.lr, steps=d.steps, prompts_per_step=d.prompts_per_step, grad_accumulation=d.grad_accumulation
+    )
 
 
 def summarize_history(history: list[dict], window: int = 20) -> dict:
-    """Mean DPO loss / implicit-reward accuracy over the first and last `window` steps with pairs."""
+    """Mean DPO loss / implicit-reward accuracy over the first and last `window` generation batches with pairs."""
     done = [h for h in history if "loss" in h]
     if not done:
-        return {"steps": len(history), "pairs": 0}
+        return {"steps": len({h["step"] for h in history}), "pairs": 0}
     head, tail = done[:window], done[-window:]
     return {
-        "steps": len(history),
+        "steps": len({h["step"] for h in history}),
         "pairs": sum(h["pairs"] for h in history),
         "loss_first": round(statistics.fmean(h["loss"] for h in head), 4),
         "loss_last": round(statistics.fmean(h["loss"] for h in tail), 4),
