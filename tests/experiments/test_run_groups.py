@@ -30,3 +30,17 @@ def test_settle_round_by_hand():
     assert settle_round([*records, {"round": 8, "assignment": a}]) == 8  # changed at the last record
     assert settle_round([*records[:2], {"round": 6, "assignment": a, "final_selection": True}]) == 4
     assert settle_round(records[:1]) is None and settle_round([]) is None
+
+
+def test_a_key_missing_from_an_older_config_takes_its_default():
+    """A run written before `train.grad_accumulation` existed groups with one that records its default, 1."""
+    from fedpref.experiments.run_groups import with_defaults
+
+    defaults = {"seed": 0, "train": {"lr": 1e-5, "grad_accumulation": 1}, "data": {"source": "synthetic"}}
+    old = {"seed": 3, "train": {"lr": 1e-3}}
+    assert with_defaults(old, defaults) == {
+        "seed": 3,
+        "train": {"lr": 1e-3, "grad_accumulation": 1},
+        "data": {"source": "synthetic"},
+    }
+    assert with_defaults({"extra": {"kept": True}}, defaults)["extra"] == {"kept": True}

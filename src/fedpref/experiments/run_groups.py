@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedpref.config import ExperimentConfig
 from fedpref.engines.loop import partition_ari
 from fedpref.errors import FedprefError
 
@@ -97,7 +98,17 @@ def load_run(path: Path) -> Run:
         config = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
         raise FedprefError(f"{path}: unreadable run files ({e})") from None
-    return Run(path, results, config)
+    return Run(path, results, with_defaults(config, ExperimentConfig().to_dict()))
+
+
+def with_defaults(config: dict, defaults: dict) -> dict:
+    """`config` with every key it lacks taken from `defaults`, section by section: a run written before an option
+    existed ran as its default does, so it groups with runs that record that default."""
+    merged = dict(defaults) | config
+    for key, value in defaults.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            merged[key] = with_defaults(config[key], value)
+    return merged
 
 
 def find_runs(paths: Sequence[Path]) -> list[Run]:
