@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from fedpref.client.trainer import LocalTrainer, OptimConfig, adapted_params, optim_configs
-from fedpref.config import ExperimentConfig
+from fedpref.config import ExperimentConfig, load_config
 from fedpref.data.pairs import PreferencePair
+from fedpref.errors import ConfigError
 from fedpref.models.adapters import lora_layer_index, trainable_state
 from fedpref.models.factory import build_reward_model
 
@@ -67,19 +68,18 @@ def test_accumulating_two_micro_batches_is_one_step_on_their_union():
     accumulated, accumulated_loss = train(2, 2)
     small, _ = train(2, 1)
     assert accumulated_loss == pytest.approx(union_loss, rel=1e-5)
-    for name in init:  # Adam's first steps divide by |g|, which turns float rounding into about 3e-6 here
+    for name in init:  # Adam's first steps divide by |g|, which magnifies float rounding: 1e-5 is 1e-3 of the lr
         assert torch.allclose(accumulated[name], union[name], atol=1e-5), name
-    assert any(not torch.allclose(small[name], union[name], atol=1e-3) for name in init)  # measured: 1.5e-2-4e-2
+    assert any(not torch.allclose(small[name], union[name], atol=1e-3) for name in init)  # other pairs, other steps
 
 
 def test_grad_accumulation_reaches_both_optimizers_and_is_checked():
     cfg = ExperimentConfig()
     cfg.train.grad_accumulation = 4
     assert [o.accumulation for o in optim_configs(cfg)] == [4, 4]
-    from fedpref.config import load_config
-    from fedpref.errors import ConfigError
-
     with pytest.raises(ConfigError, match="'train.grad_accumulation' must be >= 1"):
         load_config(None, ["train.grad_accumulation=0"])
-    assert load_config(None, ["train.grad_accumulation=1"]).digest() == load_config(None).digest()
-    assert load_config(None, ["train.grad_accumulation=2"]).digest() != load_config(None).digest()
+    # configs/tiny.toml's hash as commit cc3db0b (before the option) recorded it in results and checkpoints, so
+    # `--resume` of such a run still matches; a new option needs its neutral value in config.ADDED_LATER
+    assert load_config("configs/tiny.toml").digest() == "b8140ab49bdc"
+    assert load_config("configs/tiny.toml", ["train.grad_accumulation=2"]).digest() != "b8140ab49bdc"

@@ -191,7 +191,9 @@ def stale_as_interrupted(entry: dict) -> dict:
         return entry
     if process_alive(int(entry["pid"])):
         return entry
-    return {k: v for k, v in entry.items() if k not in ("pid", "host")} | {"status": "interrupted"}
+    entry = dict(entry)
+    settle(entry, "interrupted")
+    return entry
 
 
 def process_alive(pid: int) -> bool:
@@ -249,27 +251,26 @@ def run_sweep(
         try:
             wall_s = run_cell(cell, console, engine)
         except (KeyboardInterrupt, SystemExit):  # sweep.json must not claim the cell is still running
-            entry |= {"status": "interrupted"}
-            drop_process(entry)
+            settle(entry, "interrupted")
             write_index(index, out)
             say(f"{prefix}: interrupted (the same command continues it)")
             raise
         except BaseException as e:
-            entry |= {"status": "failed", "error": str(e) or type(e).__name__}
-            drop_process(entry)
+            settle(entry, "failed", error=str(e) or type(e).__name__)
             write_index(index, out)
             say(f"{prefix}: failed ({entry['error']})")
             raise
-        entry |= {"status": "resumed" if cell.state == "interrupted" else "done", "wall_s": round(wall_s, 1)}
-        drop_process(entry)
+        settle(entry, "resumed" if cell.state == "interrupted" else "done", wall_s=round(wall_s, 1))
         write_index(index, out)
         say(f"{prefix}: {'resumed, ' if cell.state == 'interrupted' else ''}done in {wall_s:.0f} s")
     return index
 
 
-def drop_process(entry: dict) -> None:
+def settle(entry: dict, status: str, **fields: object) -> None:
+    """A cell that no process runs any more: its status and fields, without the running process's pid and host."""
     entry.pop("pid", None)
     entry.pop("host", None)
+    entry |= {"status": status, **fields}
 
 
 @contextlib.contextmanager

@@ -120,12 +120,12 @@ def dpo_settings(cfg: Stage2Config) -> DPOSettings:
 
 def summarize_history(history: list[dict], window: int = 20) -> dict:
     """Mean DPO loss / implicit-reward accuracy over the first and last `window` generation batches with pairs."""
-    done = [h for h in history if "loss" in h]
+    done, steps = [h for h in history if "loss" in h], len({h["step"] for h in history})
     if not done:
-        return {"steps": len({h["step"] for h in history}), "pairs": 0}
+        return {"steps": steps, "pairs": 0}
     head, tail = done[:window], done[-window:]
     return {
-        "steps": len({h["step"] for h in history}),
+        "steps": steps,
         "pairs": sum(h["pairs"] for h in history),
         "loss_first": round(statistics.fmean(h["loss"] for h in head), 4),
         "loss_last": round(statistics.fmean(h["loss"] for h in tail), 4),
