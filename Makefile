@@ -252,18 +252,24 @@ $(BOUNDARY80_SEEDS): reproduce-boundary80-s%: $(STAMP)
 # (configs/composed_tau15_balanced.toml, docs/calibration.md, lever 10): Local, CL, Multi-CL and FL, seeds 0-2, one
 # stream per seed into $(REPRO)/$(COMPOSED15_DIR)/sS, then FL - CL and FL - Local paired per client.
 # reproduce-composed15-noise2 (-noise1) is the same with 2% (1%) label noise, into $(REPRO)/composed15_noise2 (_noise1).
+# More seeds or fewer methods: make reproduce-composed15-noise1 COMPOSED15_SEED_LIST="3 4 5 6" \
+#   COMPOSED15_METHODS="['FL','CL']" COMPOSED15_PAIRS="--pair FL,CL"
 COMPOSED15_DIR ?= composed15
 COMPOSED15_SET ?=
-COMPOSED15_SEEDS := reproduce-composed15-s0 reproduce-composed15-s1 reproduce-composed15-s2
+COMPOSED15_SEED_LIST ?= 0 1 2
+COMPOSED15_METHODS ?=
+COMPOSED15_PAIRS ?= --pair FL,CL --pair FL,Local
+COMPOSED15_SEEDS := $(foreach s,$(COMPOSED15_SEED_LIST),reproduce-composed15-s$(s))
 .PHONY: reproduce-composed15 reproduce-composed15-noise2 reproduce-composed15-noise1 $(COMPOSED15_SEEDS)
 reproduce-composed15: $(STAMP)
 	$(MAKE) -j3 $(COMPOSED15_SEEDS)
-	$(BIN)/fedpref summarize $(REPRO)/$(COMPOSED15_DIR) --pair FL,CL --pair FL,Local \
+	$(BIN)/fedpref summarize $(REPRO)/$(COMPOSED15_DIR) $(COMPOSED15_PAIRS) \
 		--out $(REPRO)/$(COMPOSED15_DIR)/summary.md --csv $(REPRO)/$(COMPOSED15_DIR)/summary.csv \
 		--plot $(REPRO)/$(COMPOSED15_DIR)/curves.png
 
 $(COMPOSED15_SEEDS): reproduce-composed15-s%: $(STAMP)
-	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* $(COMPOSED15_SET) --out $(REPRO)/$(COMPOSED15_DIR)/s$*
+	$(REPRO_SWEEP) configs/composed_tau15_balanced.toml --seeds $* $(COMPOSED15_SET) \
+		$(if $(COMPOSED15_METHODS),--set "algorithm.methods=$(COMPOSED15_METHODS)") --out $(REPRO)/$(COMPOSED15_DIR)/s$*
 
 reproduce-composed15-noise2: $(STAMP)
 	$(MAKE) reproduce-composed15 COMPOSED15_DIR=composed15_noise2 COMPOSED15_SET="--set data.label_noise=0.02"
