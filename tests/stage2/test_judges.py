@@ -6,7 +6,14 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from fedpref.stage2.judges import PAPER_JUDGE_TEMPLATE, ChatJudge, MarginJudge, OracleJudge, parse_choice
+from fedpref.stage2.judges import (
+    PAPER_JUDGE_TEMPLATE,
+    ChatJudge,
+    MarginJudge,
+    OracleJudge,
+    focused_template,
+    parse_choice,
+)
 from fedpref.stage2.task import count_words, oracle_scores
 
 
@@ -56,6 +63,20 @@ def test_chat_judge_against_local_server(server, monkeypatch):
     expected = PAPER_JUDGE_TEMPLATE.format(prompt="p1", response_a="a big dog", response_b="a dog")
     assert first["body"]["messages"] == [{"role": "user", "content": expected}]
     assert "Pick the response that is more helpful and harmless." in expected
+
+
+def test_a_type_with_its_own_template_is_asked_its_own_question(server):
+    harmless = focused_template("harmless")
+    assert "Pick the response that is more harmless. State your choice" in harmless
+    assert harmless.replace("more harmless.", "more helpful and harmless.") == PAPER_JUDGE_TEMPLATE
+    judge = ChatJudge(server, api_key_env="", templates={"harmless": harmless})
+    judge(["p"], ["a big dog"], ["a dog"], "harmless")
+    judge(["p"], ["a big dog"], ["a dog"], "helpful")  # no template of its own: the paper's question
+    asked = [x["body"]["messages"][0]["content"] for x in _Handler.seen]
+    assert asked == [
+        harmless.format(prompt="p", response_a="a big dog", response_b="a dog"),
+        PAPER_JUDGE_TEMPLATE.format(prompt="p", response_a="a big dog", response_b="a dog"),
+    ]
 
 
 def test_chat_judge_unreachable_endpoint_is_a_clear_error():

@@ -5,7 +5,7 @@ import torch
 
 from fedpref.config import LoraConfig
 from fedpref.stage2.dpo import DPOSettings, Pair, dpo_backward, dpo_update, response_logps, train_dpo
-from fedpref.stage2.feddpo import FedSettings, run_feddpo
+from fedpref.stage2.feddpo import DPOClient, FedSettings, run_feddpo
 from fedpref.stage2.generation import Sampling, sample
 from fedpref.stage2.judges import OracleJudge
 from fedpref.stage2.policy import ConditionalPolicy, load_lm, pack
@@ -90,8 +90,7 @@ def test_train_dpo_and_feddpo_run(policy, stories_path):
     rounds = run_feddpo(
         glob,
         tokenizer,
-        {"c0": prompts, "c1": prompts},
-        {"c0": "G1", "c1": "G2"},
+        {"c0": DPOClient("c0", "G1", prompts), "c1": DPOClient("c1", "G2", prompts)},
         judge,
         settings,
         FedSettings(rounds=1, clients_per_round=2, local_steps=2),

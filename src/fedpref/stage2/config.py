@@ -10,18 +10,33 @@ from fedpref.config import PRECISIONS, _build, _help, option_help, read_toml
 from fedpref.errors import ConfigError
 from fedpref.models.factory import check_device
 
+TASKS = ("story", "hh")
 REWARDS = ("selector", "oracle")
 JUDGES = ("oracle", "selector", "chat")
+CHAT_FOCUS = ("per_type", "paper")
 
 
 @dataclass
 class TaskConfig:
-    """The story task (fedpref.stage2.task): type G1 prefers more size words, G2 fewer; an exact oracle."""
+    """What the clients prefer and where the prompts come from: the story task or HH-RLHF (docs/stage2.md)."""
 
-    clients_per_type: int = _help("Clients of each preference type (G1, G2); paper K = 10.", 5)
-    prompts_per_client: int = _help("Stage 1 data: prompts per client, 2 base samples each; ties are dropped.", 120)
+    name: str = _help(
+        "'story': G1 prefers more size words, G2 fewer, an exact oracle (fedpref.stage2.task); 'hh': HH-RLHF "
+        "helpful vs harmless clients holding their own pairs (paper Sec. 5.1; judges: selector, chat).",
+        "story",
+    )
+    clients_per_type: int = _help("Clients of each preference type (story: G1, G2; hh: helpful, harmless).", 5)
+    prompts_per_client: int = _help(
+        "Stage 1 data per client: story: prompts, 2 base samples each, ties dropped; hh: the pairs dealt to it.", 120
+    )
     eval_prompts: int = _help("Held-out prompts for the win rates (App. C.3.1: up to 30 samples).", 30)
-    words: list[str] = _help("The word set the oracle counts.", factory=lambda: ["big", "huge", "large", "giant"])
+    words: list[str] = _help(
+        "story: the word set the oracle counts.", factory=lambda: ["big", "huge", "large", "giant"]
+    )
+    data_path: str = _help(
+        "hh: a folder of {subset}.{split}.jsonl.gz (helpful-base, harmless-base) or the hub id Anthropic/hh-rlhf.",
+        "../shared/data/hh-rlhf",
+    )
 
 
 @dataclass
@@ -56,6 +71,11 @@ class GenerationConfig:
     top_p: float = _help("Nucleus top-p (App. D.1.2: 1.0).", 1.0)
     num_samples: int = _help("Samples per prompt; consecutive samples form a DPO pair (App. D.1.2: 2).", 2)
     max_new_tokens: int = _help("Max new tokens (App. D.1.2: 512, configurable).", 512)
+    max_prompt_tokens: int = _help(
+        "Keep only the last this many prompt tokens (0: the whole prompt); a long HH conversation must leave "
+        "room for max_new_tokens in the policy's context (stories260K: 512 positions).",
+        0,
+    )
     eos_token_id: int = _help("Token that ends a response (stories260K: 1, its <s>).", 1)
 
 
@@ -89,6 +109,12 @@ class EvalConfig:
         f"Judges of the win rates, any of {', '.join(JUDGES)}.", factory=lambda: ["oracle", "selector"]
     )
     chat_url: str = _help("chat judge: base URL of an OpenAI-compatible API, e.g. https://api.openai.com/v1.", "")
+    chat_focus: str = _help(
+        "chat judge on hh: 'per_type' asks which response is more helpful (helpful type) or more harmless "
+        "(harmless type), the paper's two win rates (App. C.3.1); 'paper' asks App. D.2's 'more helpful and "
+        "harmless' for both.",
+        "per_type",
+    )
     chat_model: str = _help("chat judge: model name (App. D.2: gpt-4o-mini).", "gpt-4o-mini")
     chat_key_env: str = _help("chat judge: environment variable holding the API key ('' for none).", "OPENAI_API_KEY")
 
@@ -138,10 +164,16 @@ def validate_stage2(c: Stage2Config, source: str) -> None:
         check_device(c.device)
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
+    need(c.task.name in TASKS, "task.name", f"must be one of {', '.join(TASKS)}")
+    story = c.task.name == "story"
+    need(story or "oracle" not in c.eval.judges, "eval.judges", "cannot use 'oracle' on task 'hh' (no exact oracle)")
+    need(story or c.dpo.reward != "oracle", "dpo.reward", "must be 'selector' on task 'hh' (no exact oracle)")
+    need(c.eval.chat_focus in CHAT_FOCUS, "eval.chat_focus", f"must be one of {', '.join(CHAT_FOCUS)}")
+    need(c.generation.max_prompt_tokens >= 0, "generation.max_prompt_tokens", "must be >= 0")
     need(c.task.clients_per_type >= 1, "task.clients_per_type", "must be >= 1")
     need(c.task.prompts_per_client >= 4, "task.prompts_per_client", "must be >= 4")
     need(c.task.eval_prompts >= 1, "task.eval_prompts", "must be >= 1")
-    need(bool(c.task.words), "task.words", "must name at least one word")
+    need(not story or bool(c.task.words), "task.words", "must name at least one word")
     need(
         c.generation.num_samples >= 2 and c.generation.num_samples % 2 == 0,
         "generation.num_samples",

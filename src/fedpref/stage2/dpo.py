@@ -1,4 +1,5 @@
-"""Stage 2 training: on-policy conditional DPO (Algorithm 1 lines 19-23), the step FedDPO's clients run too."""
+"""Stage 2 training: on-policy conditional DPO (Algorithm 1 lines 19-23), the step FedDPO's clients run too, and
+offline DPO on logged pairs (FedDPO's clients on real data)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedpref.stage2.generation import Samples, Sampling, sample
+from fedpref.data.pairs import PreferencePair
+from fedpref.stage2.generation import Samples, Sampling, prompt_token_ids, sample
 from fedpref.stage2.judges import Judge
 from fedpref.stage2.losses import dpo_loss, sequence_logps
 from fedpref.stage2.policy import ConditionalPolicy, TokenBatch, pack
@@ -130,4 +132,41 @@ def train_dpo(
             history.append(record)
         if stepped:
             optimizer.step()
+    return history
+
+
+def tokenize_pairs(
+    tokenizer, pairs: Sequence[PreferencePair], sampling: Sampling, max_response_tokens: int
+) -> list[Pair]:
+    """Token ids of logged (prompt, chosen, rejected) pairs as the policy would have produced them: the prompt as
+    `sample` feeds it (its last `sampling.max_prompt_tokens`), each response's first `max_response_tokens` and the
+    eos token where the response ends within them."""
+    prompts = prompt_token_ids(tokenizer, [p.prompt for p in pairs], sampling.max_prompt_tokens)
+
+    def response(text: str) -> list[int]:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        return ids[:max_response_tokens] if len(ids) >= max_response_tokens else ids + [sampling.eos_token_id]
+
+    return [Pair(ids, response(p.chosen), response(p.rejected)) for ids, p in zip(prompts, pairs)]
+
+
+def train_dpo_offline(policy: ConditionalPolicy, pairs: Sequence[Pair], settings: DPOSettings, seed: int) -> list[dict]:
+    """Offline DPO on logged pairs (FedDPO's local step on a client's own preference data, as in OpenFedLLM):
+    each step averages `settings.grad_accumulation` batches of `settings.prompts_per_step` pairs, drawn in
+    `seed`-shuffled epochs. One history record per batch, as `train_dpo`'s."""
+    params = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    rng = np.random.default_rng(seed)
+    order, cursor, history, k = rng.permutation(len(pairs)), 0, [], settings.grad_accumulation
+    size = min(settings.prompts_per_step, len(pairs))
+    for step in range(settings.steps):
+        optimizer.zero_grad(set_to_none=True)
+        for _ in range(k):
+            if cursor + size > len(order):
+                order, cursor = rng.permutation(len(pairs)), 0
+            batch = [pairs[i] for i in order[cursor : cursor + size]]
+            cursor += size
+            record = dpo_backward(policy, batch, None, settings.beta, weight=1 / k)
+            history.append({"step": step, "key": "offline", "pairs": len(batch)} | record)
+        optimizer.step()
     return history

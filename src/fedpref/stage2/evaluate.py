@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from fedpref.stage2.dpo import Contexts
 from fedpref.stage2.generation import Sampling, sample
@@ -25,7 +26,7 @@ def win_rates(
     type's z (RESPONSE A, as in the paper) and one from the frozen base (adapters off), same sampling seed;
     "distinct_2" of the base's and each type's samples (a collapsed policy repeats itself) and "examples".
     """
-    one = Sampling(sampling.temperature, sampling.top_p, 1, sampling.max_new_tokens, sampling.eos_token_id)
+    one = replace(sampling, num_samples=1)
     base = sample(policy, tokenizer, prompts, one, seed, reference=True).texts
     out: dict = {name: {} for name in judges}
     shown, diversity = {}, {"base": round(distinct_n(base), 4)}

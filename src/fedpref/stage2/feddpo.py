@@ -1,5 +1,6 @@
-"""FedDPO (Ye et al., 2024, "OpenFedLLM") on the engine contract: each sampled client runs local on-policy DPO
-of the global policy with its own labels on its own prompts; the server averages the LoRA weights uniformly."""
+"""FedDPO (Ye et al., 2024, "OpenFedLLM") on the engine contract: each sampled client runs local DPO of the global
+policy, on-policy with its own labels on its own prompts or offline on its own logged pairs; the server averages
+the LoRA weights uniformly."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from fedpref.engines.inprocess import InProcessTransport
 from fedpref.engines.loop import run_rounds
 from fedpref.models.adapters import load_trainable_state
 from fedpref.protocol import ClientInfo, Reply, Task, TaskKey
-from fedpref.stage2.dpo import DPOSettings, train_dpo
+from fedpref.stage2.dpo import DPOSettings, Pair, train_dpo, train_dpo_offline
 from fedpref.stage2.generation import Sampling
 from fedpref.stage2.judges import Judge
 from fedpref.stage2.policy import ConditionalPolicy
@@ -42,11 +43,17 @@ class FedDPO(FedAvg):
 
 @dataclass
 class DPOClient:
-    """A Stage-2 client: its own prompts and its preference type (the key its labels are judged under)."""
+    """A Stage-2 client: its own prompts and its preference type (the key its labels are judged under), or its
+    own logged preference pairs (then its local step is offline DPO on them)."""
 
     client_id: str
     group: str
-    prompts: Sequence[str]
+    prompts: Sequence[str] = ()
+    pairs: Sequence[Pair] = ()
+
+    @property
+    def size(self) -> int:
+        return len(self.pairs) or len(self.prompts)
 
 
 @dataclass
@@ -56,7 +63,7 @@ class DPOWorker:
 
     policy: ConditionalPolicy
     tokenizer: object
-    judge: Judge
+    judge: Judge | None
     settings: DPOSettings
     sampling: Sampling
 
@@ -64,20 +71,17 @@ class DPOWorker:
         if task.action != TRAIN_DPO:
             raise ValueError(f"a FedDPO client cannot do {task.action!r}")
         load_trainable_state(self.policy, task.models[0])
-        local = replace(self.settings, steps=task.steps)
-        history = train_dpo(
-            self.policy,
-            self.tokenizer,
-            client.prompts,
-            {client.group: None},
-            self.judge,
-            local,
-            self.sampling,
-            task.payload["seed"],
-        )
+        local, seed = replace(self.settings, steps=task.steps), task.payload["seed"]
+        if client.pairs:
+            history = train_dpo_offline(self.policy, client.pairs, local, seed)
+        else:
+            contexts = {client.group: None}
+            history = train_dpo(
+                self.policy, self.tokenizer, client.prompts, contexts, self.judge, local, self.sampling, seed
+            )
         losses = [h["loss"] for h in history if "loss" in h]
         metrics = {"losses": losses} | ({"train_loss": statistics.fmean(losses)} if losses else {})
-        return Reply(client.client_id, len(client.prompts), state=self.policy.adapter_state(), metrics=metrics)
+        return Reply(client.client_id, client.size, state=self.policy.adapter_state(), metrics=metrics)
 
 
 @dataclass(frozen=True)
@@ -90,19 +94,17 @@ class FedSettings:
 def run_feddpo(
     policy: ConditionalPolicy,
     tokenizer,
-    client_prompts: dict[str, list[str]],
-    client_groups: dict[str, str],
-    judge: Judge,
+    clients: dict[str, DPOClient],
+    judge: Judge | None,
     settings: DPOSettings,
     fed: FedSettings,
     sampling: Sampling,
     seed: int,
 ) -> list[dict]:
     """FedDPO over the in-process transport and the engines' round loop (its guards included); each round's
-    sampled clients and mean DPO loss. `policy` should have latent_dim = 0; it ends holding the global adapters.
-    Only the adapters travel."""
-    clients = {cid: DPOClient(cid, client_groups[cid], prompts) for cid, prompts in client_prompts.items()}
-    infos = [ClientInfo(cid, len(prompts)) for cid, prompts in client_prompts.items()]
+    sampled clients and mean DPO loss. `judge` labels on-policy clients' samples (None when every client holds
+    pairs). `policy` should have latent_dim = 0; it ends holding the global adapters. Only the adapters travel."""
+    infos = [ClientInfo(cid, client.size) for cid, client in clients.items()]
     algorithm = FedDPO(infos, policy.adapter_state(), fed.rounds, fed.clients_per_round, fed.local_steps, seed)
     worker = DPOWorker(policy, tokenizer, judge, settings, sampling)
     run_rounds(algorithm, InProcessTransport(clients, handler=worker))

@@ -19,6 +19,7 @@ class Sampling:
     num_samples: int = 2
     max_new_tokens: int = 48
     eos_token_id: int = 1  # stories260K ends a story with <s> (id 1), not </s>
+    max_prompt_tokens: int = 0  # keep the prompt's last this many tokens (0: all), room for the response
 
 
 @dataclass
@@ -30,8 +31,10 @@ class Samples:
     texts: list[str]
 
 
-def prompt_token_ids(tokenizer, prompts: Sequence[str]) -> list[list[int]]:
-    return [tokenizer(p)["input_ids"] for p in prompts]
+def prompt_token_ids(tokenizer, prompts: Sequence[str], max_tokens: int = 0) -> list[list[int]]:
+    """Each prompt's token ids; with `max_tokens`, only its last `max_tokens` (a conversation's latest turns)."""
+    ids = [tokenizer(p)["input_ids"] for p in prompts]
+    return [x[-max_tokens:] for x in ids] if max_tokens else ids
 
 
 def cut_at_eos(ids: list[int], eos: int) -> list[int]:
@@ -53,7 +56,7 @@ def sample(
 
     Seeded: the same seed, prompts and weights give the same samples (the global RNG is forked).
     """
-    per_prompt = prompt_token_ids(tokenizer, prompts)
+    per_prompt = prompt_token_ids(tokenizer, prompts, settings.max_prompt_tokens)
     rows = [ids for ids in per_prompt for _ in range(settings.num_samples)]
     width = max(len(r) for r in rows)
     input_ids = torch.tensor([[PAD_ID] * (width - len(r)) + r for r in rows])  # left-padded

@@ -22,6 +22,15 @@ PAPER_JUDGE_TEMPLATE = (
 )
 
 
+PAPER_QUALITY = "helpful and harmless"
+
+
+def focused_template(quality: str) -> str:
+    """The App. D.2 prompt asking which response is more `quality` (e.g. 'helpful': the paper's helpful win rate,
+    App. C.3.1) instead of more helpful and harmless."""
+    return PAPER_JUDGE_TEMPLATE.replace(f"more {PAPER_QUALITY}.", f"more {quality}.")
+
+
 class Judge(Protocol):
     """Verdicts on (first, second) response pairs for a preference type: 1.0 first wins, 0.5 tie, 0.0 second."""
 
@@ -65,7 +74,8 @@ class ChatJudge:
 
     The first response is RESPONSE A, as in the paper (fine-tuned model as A). A reply that names neither
     letter counts as a tie and is logged. `api_key_env` names the environment variable holding the key
-    (unset: no Authorization header, e.g. a local server). Standard library only (urllib).
+    (unset: no Authorization header, e.g. a local server). `templates` gives a preference type its own
+    prompt (e.g. `focused_template('harmless')`); other types get `template`. Standard library only (urllib).
     """
 
     def __init__(
@@ -76,17 +86,20 @@ class ChatJudge:
         api_key_env: str = "OPENAI_API_KEY",
         timeout_s: float = 60.0,
         retries: int = 2,
+        templates: dict[str, str] | None = None,
     ):
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.template, self.timeout_s, self.retries = model, template, timeout_s, retries
+        self.templates = templates or {}
         self.api_key = os.environ.get(api_key_env, "") if api_key_env else ""
         self.unparsed = 0
 
     def __call__(self, prompts, first, second, group) -> list[float]:
-        return [self.compare(p, a, b) for p, a, b in zip(prompts, first, second)]
+        template = self.templates.get(group, self.template)
+        return [self.compare(p, a, b, template) for p, a, b in zip(prompts, first, second)]
 
-    def compare(self, prompt: str, response_a: str, response_b: str) -> float:
-        text = self.template.format(prompt=prompt, response_a=response_a, response_b=response_b)
+    def compare(self, prompt: str, response_a: str, response_b: str, template: str | None = None) -> float:
+        text = (template or self.template).format(prompt=prompt, response_a=response_a, response_b=response_b)
         reply = self.complete(text)
         choice = parse_choice(reply)
         if choice is None:

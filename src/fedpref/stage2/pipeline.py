@@ -1,4 +1,4 @@
-"""Stage 1 -> Stage 2 -> win rates end to end on the story task (paper 001, Algorithm 1), plus FedDPO."""
+"""Stage 1 -> Stage 2 -> win rates end to end on the story task or HH-RLHF (paper 001, Algorithm 1), plus FedDPO."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,33 +23,46 @@ from fedpref.models.adapters import load_trainable_state
 from fedpref.models.factory import resolve_device
 from fedpref.models.variational import variational_model
 from fedpref.stage2.config import Stage2Config
-from fedpref.stage2.dpo import DPOSettings, train_dpo
+from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
 from fedpref.stage2.evaluate import win_rates
-from fedpref.stage2.feddpo import FedSettings, run_feddpo
+from fedpref.stage2.feddpo import DPOClient, FedSettings, run_feddpo
 from fedpref.stage2.generation import Sampling, sample
-from fedpref.stage2.judges import ChatJudge, Judge, MarginJudge, OracleJudge
+from fedpref.stage2.hh_task import hh_task
+from fedpref.stage2.judges import ChatJudge, Judge, MarginJudge, OracleJudge, focused_template
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
 from fedpref.stage2.selector import SelectorMargins
-from fedpref.stage2.task import TYPES, oracle_scores, story_prompts
+from fedpref.stage2.task import TYPES, Stage2Task, oracle_scores, story_prompts
 
 Log = Callable[[str], None]
+TYPES_ORDER = tuple(TYPES)  # the story task's preference types
 
 
 def client_types(cfg: Stage2Config) -> dict[str, str]:
-    """client id -> type: c00.. for G1 first, then G2."""
+    """The story task's client id -> type: c00.. for G1 first, then G2."""
     n = cfg.task.clients_per_type
     return {f"c{i:02d}": group for i, group in enumerate(g for g in TYPES for _ in range(n))}
 
 
 def sampling_of(cfg: Stage2Config) -> Sampling:
     g = cfg.generation
-    return Sampling(g.temperature, g.top_p, g.num_samples, g.max_new_tokens, g.eos_token_id)
+    return Sampling(g.temperature, g.top_p, g.num_samples, g.max_new_tokens, g.eos_token_id, g.max_prompt_tokens)
+
+
+def build_task(cfg: Stage2Config, policy: ConditionalPolicy, tokenizer) -> Stage2Task:
+    """The configured task; the story task's Stage 1 data are the base policy's own samples."""
+    t = cfg.task
+    if t.name == "hh":
+        return hh_task(t.data_path, t.clients_per_type, t.prompts_per_client, t.eval_prompts, cfg.seed)
+    prompts = story_prompts(cfg.seed)
+    eval_prompts, pool = prompts[: t.eval_prompts], prompts[t.eval_prompts :]
+    pairs = make_stage1_pairs(policy, tokenizer, cfg, pool)
+    return Stage2Task(TYPES_ORDER, client_types(cfg), pairs, eval_prompts, pool, oracle_scores(t.words))
 
 
 def make_stage1_pairs(policy, tokenizer, cfg: Stage2Config, pool: list[str]) -> list[PreferencePair]:
     """Each client samples 2 base stories for each of its prompts; its type's oracle labels them; ties dropped."""
     judge, rng, pairs = OracleJudge(oracle_scores(cfg.task.words)), np.random.default_rng(cfg.seed), []
-    two = Sampling(cfg.generation.temperature, cfg.generation.top_p, 2, cfg.generation.max_new_tokens)
+    two = replace(sampling_of(cfg), num_samples=2)
     for i, (cid, group) in enumerate(client_types(cfg).items()):
         prompts = [pool[j] for j in rng.choice(len(pool), cfg.task.prompts_per_client)]
         texts = sample(policy, tokenizer, prompts, two, seed=cfg.seed * 1000 + i, reference=True).texts
@@ -59,7 +73,9 @@ def make_stage1_pairs(policy, tokenizer, cfg: Stage2Config, pool: list[str]) -> 
     return pairs
 
 
-def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, torch.Tensor], dict]:
+def run_stage1(
+    cfg: Stage2Config, pairs_path: Path, types: tuple[str, ...] = TYPES_ORDER
+) -> tuple[object, dict[str, torch.Tensor], dict]:
     """FedVPA-GP (or a variant) over the pairs file with fedpref.experiments; the selector, each type's mean
     client latent (z from the client's own training pairs, no label leakage) and the selector's evaluation.
     """
@@ -92,22 +108,25 @@ def run_stage1(cfg: Stage2Config, pairs_path: Path) -> tuple[object, dict[str, t
     device = next(selector.parameters()).device
     center, scale = latent_center(algorithm.center_payload(), device)
     latents = {}
-    for group in TYPES:
+    for group in types:
         means = [r["latent_mean"] for r in evaluation["per_client"].values() if r["group"] == group]
         with torch.no_grad():  # z as the selector reads it (centred, scaled, in its basis)
             latents[group] = selector.selector_input(torch.tensor(means, device=device).mean(0), center, scale)
     return selector, latents, evaluation
 
 
-def build_judges(cfg: Stage2Config, selector, latents: dict[str, torch.Tensor]) -> dict[str, Judge]:
+def build_judges(cfg: Stage2Config, task: Stage2Task, selector, latents: dict[str, torch.Tensor]) -> dict[str, Judge]:
     judges: dict[str, Judge] = {}
     for name in cfg.eval.judges:
         if name == "oracle":
-            judges[name] = OracleJudge(oracle_scores(cfg.task.words))
+            judges[name] = OracleJudge(task.oracle)
         elif name == "selector":
             judges[name] = MarginJudge(SelectorMargins(selector, latents))
         else:
-            judges[name] = ChatJudge(cfg.eval.chat_url, cfg.eval.chat_model, api_key_env=cfg.eval.chat_key_env)
+            e = cfg.eval
+            focus = task.chat_focus if e.chat_focus == "per_type" else {}
+            templates = {group: focused_template(quality) for group, quality in focus.items()}
+            judges[name] = ChatJudge(e.chat_url, e.chat_model, api_key_env=e.chat_key_env, templates=templates)
     return judges
 
 
@@ -138,36 +157,35 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
     timing, results, started = {}, {"config": cfg.to_dict()}, time.perf_counter()
-    prompts = story_prompts(cfg.seed)
-    eval_prompts, pool = prompts[: cfg.task.eval_prompts], prompts[cfg.task.eval_prompts :]
     lm, tokenizer = load_lm(cfg.policy_path, resolve_device(cfg.device))
     policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=_latent_dim(cfg), seed=cfg.seed, precision=cfg.precision)
 
-    pairs = make_stage1_pairs(policy, tokenizer, cfg, pool)
-    write_jsonl(pairs, out_dir / "stage1_pairs.jsonl")
-    log(f"stage 1 data: {len(pairs)} labelled pairs (ties dropped) -> {out_dir / 'stage1_pairs.jsonl'}")
+    task = build_task(cfg, policy, tokenizer)
+    results["task"] = {"name": cfg.task.name, "types": list(task.types)}
+    write_jsonl(task.stage1_pairs, out_dir / "stage1_pairs.jsonl")
+    log(f"stage 1 data: {len(task.stage1_pairs)} labelled pairs -> {out_dir / 'stage1_pairs.jsonl'}")
     t = time.perf_counter()
-    selector, latents, evaluation = run_stage1(cfg, out_dir / "stage1_pairs.jsonl")
+    selector, latents, evaluation = run_stage1(cfg, out_dir / "stage1_pairs.jsonl", task.types)
     timing["stage1_s"] = round(time.perf_counter() - t, 1)
-    results["stage1"] = _stage1_summary(evaluation, latents, len(pairs))
+    results["stage1"] = _stage1_summary(evaluation, latents, len(task.stage1_pairs))
     log(f"stage 1 ({cfg.stage1.method}): {json.dumps(results['stage1']['by_group'])} in {timing['stage1_s']} s")
 
-    judges = build_judges(cfg, selector, latents)
-    oracle = OracleJudge(oracle_scores(cfg.task.words))
+    judges = build_judges(cfg, task, selector, latents)
     reward = judges.get("selector") or MarginJudge(SelectorMargins(selector, latents))
-    labeler = reward if cfg.dpo.reward == "selector" else oracle
-    contexts = {g: latents[g] for g in TYPES}
+    labeler = reward if cfg.dpo.reward == "selector" else OracleJudge(task.oracle)
+    contexts = {g: latents[g] for g in task.types}
     sampling, eval_seed = sampling_of(cfg), cfg.seed + 424242
     t = time.perf_counter()
-    history = train_dpo(policy, tokenizer, pool, contexts, labeler, dpo_settings(cfg), sampling, cfg.seed)
+    history = train_dpo(policy, tokenizer, task.pool, contexts, labeler, dpo_settings(cfg), sampling, cfg.seed)
     timing["stage2_dpo_s"] = round(time.perf_counter() - t, 1)
     results["stage2"] = {"reward": cfg.dpo.reward, "training": summarize_history(history)}
-    results["stage2"]["win_rates"] = win_rates(policy, tokenizer, eval_prompts, contexts, judges, sampling, eval_seed)
+    rates = win_rates(policy, tokenizer, task.eval_prompts, contexts, judges, sampling, eval_seed)
+    results["stage2"]["win_rates"] = rates
     log(f"conditional DPO: {json.dumps(_headline(results['stage2']['win_rates']))} ({timing['stage2_dpo_s']} s)")
 
     if cfg.feddpo.enabled:
         t = time.perf_counter()
-        results["feddpo"] = _feddpo(cfg, tokenizer, pool, judges, oracle, sampling, eval_seed)
+        results["feddpo"] = _feddpo(cfg, task, tokenizer, judges, sampling, eval_seed)
         timing["feddpo_s"] = round(time.perf_counter() - t, 1)
         log(f"FedDPO: {json.dumps(_headline(results['feddpo']['win_rates']))} ({timing['feddpo_s']} s)")
     timing["wall_s"] = round(time.perf_counter() - started, 1)
@@ -177,25 +195,32 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     return results
 
 
-def _feddpo(cfg: Stage2Config, tokenizer, pool: list[str], judges, oracle, sampling, eval_seed: int) -> dict:
-    """One global policy; each client labels its own prompts' on-policy pairs with its type's oracle."""
+def _feddpo(cfg: Stage2Config, task: Stage2Task, tokenizer, judges, sampling, eval_seed: int) -> dict:
+    """One global policy. With an oracle, each client labels on-policy pairs of its share of the prompts with
+    its type's utility; without one (real data), each client runs offline DPO on its own Stage 1 pairs."""
     lm, _ = load_lm(cfg.policy_path, resolve_device(cfg.device))
     policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=0, seed=cfg.seed, precision=cfg.precision)
-    types = client_types(cfg)
-    shares = np.array_split(np.arange(len(pool)), len(types))
-    client_prompts = {cid: [pool[j] for j in share] for cid, share in zip(types, shares)}
+    clients = _dpo_clients(cfg, task, tokenizer, sampling)
     f = cfg.feddpo
     fed = FedSettings(f.rounds, f.clients_per_round, f.local_steps)
-    rounds = run_feddpo(policy, tokenizer, client_prompts, types, oracle, dpo_settings(cfg), fed, sampling, cfg.seed)
-    contexts = {g: None for g in TYPES}
+    judge = OracleJudge(task.oracle) if task.oracle else None
+    rounds = run_feddpo(policy, tokenizer, clients, judge, dpo_settings(cfg), fed, sampling, cfg.seed)
+    contexts = {g: None for g in task.types}
     return {
         "rounds": rounds,
-        "win_rates": win_rates(policy, tokenizer, _eval_prompts(cfg), contexts, judges, sampling, eval_seed),
+        "win_rates": win_rates(policy, tokenizer, task.eval_prompts, contexts, judges, sampling, eval_seed),
     }
 
 
-def _eval_prompts(cfg: Stage2Config) -> list[str]:
-    return story_prompts(cfg.seed)[: cfg.task.eval_prompts]
+def _dpo_clients(cfg: Stage2Config, task: Stage2Task, tokenizer, sampling: Sampling) -> dict[str, DPOClient]:
+    types = task.client_types
+    if task.oracle is None:
+        own = {cid: [p for p in task.stage1_pairs if p.client == cid] for cid in types}
+        cut = sampling.max_new_tokens  # logged responses as long as a sampled one at most
+        tokens = {cid: tokenize_pairs(tokenizer, pairs, sampling, cut) for cid, pairs in own.items()}
+        return {cid: DPOClient(cid, types[cid], pairs=tokens[cid]) for cid in types}
+    shares = np.array_split(np.arange(len(task.pool)), len(types))
+    return {cid: DPOClient(cid, types[cid], [task.pool[j] for j in share]) for cid, share in zip(types, shares)}
 
 
 def _lora(cfg: Stage2Config):
@@ -209,7 +234,7 @@ def _latent_dim(cfg: Stage2Config) -> int:
 
 
 def _stage1_summary(evaluation: dict, latents: dict[str, torch.Tensor], pairs: int) -> dict:
-    g1, g2 = (latents[g] for g in TYPES)
+    g1, g2 = latents.values()
     return {
         "pairs": pairs,
         "acc_mean": round(evaluation["acc_mean"], 2),
@@ -243,9 +268,10 @@ def results_markdown(results: dict) -> str:
         "Distinct-2 of the evaluation samples (unique word bigrams / all; the frozen base for reference):",
         "",
     ]
-    lines += ["| method | base | " + " | ".join(TYPES) + " |", "|---|---|" + "---|" * len(TYPES)]
+    types = results.get("task", {}).get("types", TYPES_ORDER)
+    lines += ["| method | base | " + " | ".join(types) + " |", "|---|---|" + "---|" * len(types)]
     for method, key in (("conditional DPO (Stage 2)", "stage2"), ("FedDPO", "feddpo")):
         d2 = results.get(key, {}).get("win_rates", {}).get("distinct_2")
         if d2:
-            lines.append(f"| {method} | {d2['base']} | " + " | ".join(str(d2.get(g, "-")) for g in TYPES) + " |")
+            lines.append(f"| {method} | {d2['base']} | " + " | ".join(str(d2.get(g, "-")) for g in types) + " |")
     return "\n".join(lines) + "\n"

@@ -1,12 +1,37 @@
-"""A story preference task stories260K can express: two types that like or dislike size words (exact oracle)."""
+"""What a Stage 2 task gives the pipeline, and the story task stories260K can express (two types that like or
+dislike size words, exact oracle)."""
 
 from __future__ import annotations
 
 import itertools
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from fedpref.data.pairs import PreferencePair
+
+Scores = dict[str, Callable[[str], float]]  # preference type -> its exact utility of a response
+
+
+@dataclass
+class Stage2Task:
+    """One task's preference types, Stage 1 data and prompts.
+
+    `pool` feeds the server's conditional DPO and `eval_prompts` the win rates: both are prompts no client holds
+    (only adapters travel). `oracle` is None where no exact utility exists (real data); `chat_focus` names, per
+    type, the quality a chat judge is asked about (empty: the paper's App. D.2 question for every type).
+    """
+
+    types: tuple[str, ...]
+    client_types: dict[str, str]  # client id -> preference type
+    stage1_pairs: list[PreferencePair]
+    eval_prompts: list[str]
+    pool: list[str]
+    oracle: Scores | None = None
+    chat_focus: dict[str, str] = field(default_factory=dict)
+
 
 SIZE_WORDS = ("big", "huge", "large", "giant", "tall", "enormous")
 # Type -> sign of the utility: "G1" prefers more size words, "G2" fewer (opposite preferences, as the paper's
@@ -29,7 +54,7 @@ def count_words(text: str, words: Sequence[str] = SIZE_WORDS) -> int:
     return sum(1 for w in re.findall(r"[a-z]+", text.lower()) if w in wanted)
 
 
-def oracle_scores(words: Sequence[str] = SIZE_WORDS) -> dict[str, Callable[[str], float]]:
+def oracle_scores(words: Sequence[str] = SIZE_WORDS) -> Scores:
     """Per type, the exact utility of a story: +count (G1) or -count (G2) of the word set."""
     return {g: (lambda text, s=sign: s * count_words(text, words)) for g, sign in TYPES.items()}
 

@@ -1,0 +1,57 @@
+"""HH-RLHF as a Stage 2 task (FedVPA-GP paper Sec. 5.1): helpful and harmless clients hold their own pairs for
+Stage 1; conversations no client holds are the server's DPO prompts and the win-rate prompts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from fedpref.data.hh import load_hh_rlhf
+from fedpref.data.hh_partition import partition_hh
+from fedpref.data.pairs import PreferencePair
+from fedpref.errors import DataError
+from fedpref.stage2.task import Stage2Task
+
+HH_TYPES = ("helpful", "harmless")  # partition_hh's groups, helpful clients first (c00, c01, ...)
+HH_SUBSETS = ("helpful-base", "harmless-base")
+
+
+def held_out_prompts(
+    triples: dict[str, Sequence[tuple[str, str, str]]], dealt: Sequence[PreferencePair], seed: int
+) -> list[str]:
+    """Every distinct prompt of `triples` that no client was dealt, in a `seed`-shuffled order."""
+    taken = {p.prompt for p in dealt}
+    free = list(dict.fromkeys(prompt for ts in triples.values() for prompt, _, _ in ts if prompt not in taken))
+    order = np.random.default_rng(seed).permutation(len(free))
+    return [free[i] for i in order]
+
+
+def hh_task(path: str | Path, clients_per_type: int, pairs_per_client: int, eval_prompts: int, seed: int) -> Stage2Task:
+    """`clients_per_type` helpful clients dealt helpful-base pairs and as many harmless clients harmless-base
+    pairs (`pairs_per_client` each, disjoint); `eval_prompts` held-out conversations for the win rates and the
+    rest of them for the server's DPO."""
+    triples = load_hh_rlhf(path, subsets=HH_SUBSETS)
+    pairs = partition_hh(
+        triples,
+        num_clients=2 * clients_per_type,
+        scheme="by_subset",
+        helpful_fraction=0.5,
+        pairs_per_client=pairs_per_client,
+        seed=seed,
+    )
+    free = held_out_prompts(triples, pairs, seed)
+    if len(free) <= eval_prompts:
+        raise DataError(
+            f"{path}: {len(free)} conversation(s) left after dealing {pairs_per_client} pairs to each of "
+            f"{2 * clients_per_type} clients; need more than task.eval_prompts = {eval_prompts}"
+        )
+    return Stage2Task(
+        types=HH_TYPES,
+        client_types={p.client: p.group for p in pairs},
+        stage1_pairs=pairs,
+        eval_prompts=free[:eval_prompts],
+        pool=free[eval_prompts:],
+        chat_focus={t: t for t in HH_TYPES},  # "more helpful" / "more harmless" (App. C.3.1's two win rates)
+    )

@@ -1,0 +1,132 @@
+"""Stage 2 on HH-RLHF: the task's clients and held-out prompts, logged pairs as tokens, offline DPO, end to end."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedpref.config import LoraConfig
+from fedpref.errors import ConfigError, DataError
+from fedpref.stage2.config import load_stage2_config
+from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo_offline
+from fedpref.stage2.generation import Sampling
+from fedpref.stage2.hh_task import hh_task
+from fedpref.stage2.policy import ConditionalPolicy, load_lm
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "configs" / "stage2" / "hh.toml"
+H, A = "\n\nHuman:", "\n\nAssistant:"
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+
+def _rows(kind: str, n: int) -> list[dict]:
+    good, bad = ("Here is a recipe.", "No.") if kind == "helpful" else ("I can't help with that.", "Sure, do it.")
+    return [
+        {"chosen": f"{H} {kind} question {i}?{A} {good}", "rejected": f"{H} {kind} question {i}?{A} {bad}"}
+        for i in range(n)
+    ]
+
+
+@pytest.fixture
+def hh_folder(tmp_path: Path) -> Path:
+    for subset, kind in (("helpful-base", "helpful"), ("harmless-base", "harmless")):
+        with gzip.open(tmp_path / f"{subset}.test.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in _rows(kind, 12))
+    return tmp_path
+
+
+def test_clients_hold_their_types_pairs_and_the_servers_prompts_are_nobodys(hh_folder):
+    task = hh_task(hh_folder, clients_per_type=2, pairs_per_client=4, eval_prompts=3, seed=0)
+    assert task.types == ("helpful", "harmless") and task.oracle is None
+    assert task.client_types == {"c00": "helpful", "c01": "helpful", "c02": "harmless", "c03": "harmless"}
+    for cid, kind in task.client_types.items():
+        mine = [p for p in task.stage1_pairs if p.client == cid]
+        assert len(mine) == 4 and all(p.group == kind and p.prompt.startswith(f"Human: {kind}") for p in mine)
+    dealt = {p.prompt for p in task.stage1_pairs}
+    assert len(dealt) == 16 and len(task.eval_prompts) == 3 and len(task.pool) == 24 - 16 - 3
+    assert not dealt & (set(task.eval_prompts) | set(task.pool))  # only adapters travel: no client's prompt
+    assert not set(task.eval_prompts) & set(task.pool)
+    assert task.chat_focus == {"helpful": "helpful", "harmless": "harmless"}
+    with pytest.raises(DataError, match="need more than task.eval_prompts = 8"):
+        hh_task(hh_folder, clients_per_type=2, pairs_per_client=4, eval_prompts=8, seed=0)
+
+
+class _Words:
+    """A tokenizer stand-in: one id per word (its length), 99 as BOS unless add_special_tokens=False."""
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict:
+        return {"input_ids": ([99] if add_special_tokens else []) + [len(w) for w in text.split()]}
+
+
+def test_logged_pairs_become_tokens_as_the_policy_would_see_them():
+    from fedpref.data.pairs import PreferencePair
+
+    pair = PreferencePair("a bb ccc dddd", "e ff", "g hh iii jjjj kkkkk", "c00", "helpful")
+    (whole,) = tokenize_pairs(_Words(), [pair], Sampling(eos_token_id=7), max_response_tokens=3)
+    assert whole.prompt == [99, 1, 2, 3, 4]
+    assert whole.chosen == [1, 2, 7]  # ends within 3 tokens: its eos follows
+    assert whole.rejected == [1, 2, 3]  # cut at 3 tokens: no eos
+    (cut,) = tokenize_pairs(_Words(), [pair], Sampling(eos_token_id=7, max_prompt_tokens=2), max_response_tokens=3)
+    assert cut.prompt == [3, 4]  # the conversation's last tokens
+
+
+def test_offline_dpo_trains_the_adapters_only(stories_path, hh_folder):
+    lm, tokenizer = load_lm(stories_path)
+    policy = ConditionalPolicy(lm, LoraConfig(rank=2, alpha=4, dropout=0.0), latent_dim=0)
+    task = hh_task(hh_folder, clients_per_type=1, pairs_per_client=6, eval_prompts=2, seed=0)
+    pairs = tokenize_pairs(tokenizer, task.stage1_pairs, Sampling(), max_response_tokens=16)
+    frozen = {n: p.detach().clone() for n, p in policy.named_parameters() if not p.requires_grad}
+    start = {k: v.clone() for k, v in policy.adapter_state().items()}
+    settings = DPOSettings(steps=2, prompts_per_step=4, lr=1e-2, grad_accumulation=2)
+    history = train_dpo_offline(policy, pairs, settings, seed=0)
+    assert [(h["step"], h["pairs"], h["key"]) for h in history] == [(0, 4, "offline")] * 2 + [(1, 4, "offline")] * 2
+    assert all(torch.equal(p, frozen[n]) for n, p in policy.named_parameters() if n in frozen)
+    assert any(not torch.equal(v, start[k]) for k, v in policy.adapter_state().items())
+
+
+def test_config_refuses_the_oracle_on_hh():
+    cfg = load_stage2_config(CONFIG)
+    assert (cfg.task.name, cfg.eval.judges, cfg.eval.chat_focus) == ("hh", ["selector"], "per_type")
+    with pytest.raises(ConfigError, match="'eval.judges' cannot use 'oracle' on task 'hh'"):
+        load_stage2_config(CONFIG, ["eval.judges=['oracle']"])
+    with pytest.raises(ConfigError, match="'dpo.reward' must be 'selector' on task 'hh'"):
+        load_stage2_config(CONFIG, ["dpo.reward='oracle'"])
+    with pytest.raises(ConfigError, match="'task.name' must be one of story, hh"):
+        load_stage2_config(CONFIG, ["task.name='tldr'"])
+
+
+def test_tiny_hh_end_to_end_via_cli(stories_path, hh_folder, tmp_path):
+    out = tmp_path / "run"
+    sets = [
+        f"policy_path='{stories_path}'",
+        f"task.data_path='{hh_folder}'",
+        "task.clients_per_type=1",
+        "task.prompts_per_client=8",
+        "task.eval_prompts=2",
+        "stage1.rounds=1",
+        "stage1.clients_per_round=2",
+        "stage1.local_steps=1",
+        "stage1.val_pairs=1",
+        "stage1.test_pairs=2",
+        "generation.max_new_tokens=8",
+        "generation.max_prompt_tokens=32",
+        "dpo.steps=2",
+        "dpo.prompts_per_step=2",
+        "feddpo.rounds=1",
+        "feddpo.clients_per_round=2",
+        "feddpo.local_steps=1",
+    ]
+    from fedpref.cli import main
+
+    assert main(["stage2", str(CONFIG), "--out", str(out), *[x for s in sets for x in ("--set", s)]]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["task"] == {"name": "hh", "types": ["helpful", "harmless"]}
+    assert set(results["stage1"]["by_group"]) == {"helpful", "harmless"}
+    for method in ("stage2", "feddpo"):
+        rates = results[method]["win_rates"]
+        assert set(rates) == {"selector", "examples", "distinct_2"}
+        assert all(rates["selector"][t]["n"] == 2 for t in ("helpful", "harmless"))
+    assert results["feddpo"]["rounds"][0]["loss"] is not None  # offline DPO on the clients' own pairs
+    assert "| conditional DPO (Stage 2) | selector | harmless |" in (out / "table.md").read_text()
