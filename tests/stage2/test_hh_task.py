@@ -97,7 +97,7 @@ def test_config_refuses_the_oracle_on_hh():
         load_stage2_config(CONFIG, ["task.name='tldr'"])
 
 
-def test_tiny_hh_end_to_end_via_cli(stories_path, hh_folder, tmp_path):
+def test_tiny_hh_end_to_end_via_cli(stories_path, hh_folder, tmp_path, capsys):
     out = tmp_path / "run"
     sets = [
         f"policy_path='{stories_path}'",
@@ -130,3 +130,6 @@ def test_tiny_hh_end_to_end_via_cli(stories_path, hh_folder, tmp_path):
         assert all(rates["selector"][t]["n"] == 2 for t in ("helpful", "harmless"))
     assert results["feddpo"]["rounds"][0]["loss"] is not None  # offline DPO on the clients' own pairs
     assert "| conditional DPO (Stage 2) | selector | harmless |" in (out / "table.md").read_text()
+    printed = capsys.readouterr().out
+    for line in ("stage 1 (FedVPA-GP) round 1/1 loss", "conditional DPO step 2/2", "FedDPO round 1/1 loss"):
+        assert line in printed

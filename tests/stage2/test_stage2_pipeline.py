@@ -70,3 +70,16 @@ def test_reduced_run_optimizes_its_reward(stories_path, tmp_path):
     selector = results["stage2"]["win_rates"]["selector"]
     assert selector["G1"]["win_rate"] > 50 and selector["G2"]["win_rate"] > 50
     assert all(r["n"] == 30 for r in results["stage2"]["win_rates"]["oracle"].values())
+
+
+def test_progress_lines_at_every_tenth():
+    from fedpref.stage2.pipeline import every_tenth
+
+    lines = []
+    report = every_tenth(lines.append, "conditional DPO step", 20)
+    for done in range(1, 22):
+        report(done, 0.5 if done < 20 else None)
+    assert [line.split(" elapsed")[0] for line in lines] == [
+        *(f"conditional DPO step {d}/20 loss 0.5000" for d in range(2, 20, 2)),
+        "conditional DPO step 20/20",  # no loss (every pair tied): none shown; 21 is past the end: silent
+    ]

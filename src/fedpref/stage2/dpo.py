@@ -3,7 +3,7 @@ offline DPO on logged pairs (FedDPO's clients on real data)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +16,7 @@ from fedpref.stage2.losses import dpo_loss, sequence_logps
 from fedpref.stage2.policy import ConditionalPolicy, TokenBatch, pack
 
 Contexts = dict[str, torch.Tensor | None]  # judge key (preference type) -> z the policy is conditioned on
+StepCallback = Callable[[int, list[dict]], None]  # (step, that step's history records), e.g. a progress line
 
 
 @dataclass(frozen=True)
@@ -103,11 +104,12 @@ def train_dpo(
     settings: DPOSettings,
     sampling: Sampling,
     seed: int,
+    on_step: StepCallback | None = None,
 ) -> list[dict]:
     """On-policy DPO: each generation batch takes the next context (round robin), samples `sampling.num_samples`
     responses per prompt under its z, lets the judge label them for that key and adds their DPO gradient; each
     step averages `settings.grad_accumulation` such batches (equal weights) and updates LoRA + Z-to-embedding.
-    One history record per generation batch.
+    One history record per generation batch; `on_step(step, its records)` after each step.
     """
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
@@ -132,6 +134,8 @@ def train_dpo(
             history.append(record)
         if stepped:
             optimizer.step()
+        if on_step:
+            on_step(step, history[-k:])
     return history
 
 

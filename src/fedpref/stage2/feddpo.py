@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from fedpref.algorithms.aggregation import uniform_average
 from fedpref.algorithms.fedavg import FedAvg
 from fedpref.engines.inprocess import InProcessTransport
-from fedpref.engines.loop import run_rounds
+from fedpref.engines.loop import RoundCallback, run_rounds
 from fedpref.models.adapters import load_trainable_state
 from fedpref.protocol import ClientInfo, Reply, Task, TaskKey
 from fedpref.stage2.dpo import DPOSettings, Pair, train_dpo, train_dpo_offline
@@ -100,6 +100,7 @@ def run_feddpo(
     fed: FedSettings,
     sampling: Sampling,
     seed: int,
+    on_round: RoundCallback | None = None,
 ) -> list[dict]:
     """FedDPO over the in-process transport and the engines' round loop (its guards included); each round's
     sampled clients and mean DPO loss. `judge` labels on-policy clients' samples (None when every client holds
@@ -107,6 +108,6 @@ def run_feddpo(
     infos = [ClientInfo(cid, client.size) for cid, client in clients.items()]
     algorithm = FedDPO(infos, policy.adapter_state(), fed.rounds, fed.clients_per_round, fed.local_steps, seed)
     worker = DPOWorker(policy, tokenizer, judge, settings, sampling)
-    run_rounds(algorithm, InProcessTransport(clients, handler=worker))
+    run_rounds(algorithm, InProcessTransport(clients, handler=worker), on_round)
     load_trainable_state(policy, algorithm.global_state)
     return algorithm.history

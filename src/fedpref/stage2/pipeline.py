@@ -74,7 +74,7 @@ def make_stage1_pairs(policy, tokenizer, cfg: Stage2Config, pool: list[str]) -> 
 
 
 def run_stage1(
-    cfg: Stage2Config, pairs_path: Path, types: tuple[str, ...] = TYPES_ORDER
+    cfg: Stage2Config, pairs_path: Path, types: tuple[str, ...] = TYPES_ORDER, log: Log = lambda line: None
 ) -> tuple[object, dict[str, torch.Tensor], dict]:
     """FedVPA-GP (or a variant) over the pairs file with fedpref.experiments; the selector, each type's mean
     client latent (z from the client's own training pairs, no label leakage) and the selector's evaluation.
@@ -101,7 +101,7 @@ def run_stage1(
     federation = inprocess_federation(ecfg, setup)
     algorithm = build_algorithm(s.method, ecfg, federation.trained(), setup.init_state, setup.model, setup.unseen)
     federation.transport.begin_method(s.method)
-    run_rounds(algorithm, federation.transport)
+    run_rounds(algorithm, federation.transport, round_reporter(log, f"stage 1 ({s.method}) round", s.rounds))
     evaluation = ask_selector(algorithm, federation.transport, list(setup.clients), "selector")
     selector = variational_model(setup.model, algorithm.spec)
     load_trainable_state(selector, algorithm.global_state)
@@ -113,6 +113,35 @@ def run_stage1(
         with torch.no_grad():  # z as the selector reads it (centred, scaled, in its basis)
             latents[group] = selector.selector_input(torch.tensor(means, device=device).mean(0), center, scale)
     return selector, latents, evaluation
+
+
+def every_tenth(log: Log, what: str, total: int) -> Callable[[int, float | None], None]:
+    """`report(done, loss)` logs `what done/total loss x elapsed Ns` at every tenth of `total` (a progress line)."""
+    start, stride = time.perf_counter(), max(1, total // 10)
+
+    def report(done: int, loss: float | None) -> None:
+        if done <= total and (done % stride == 0 or done == total):
+            shown = f" loss {loss:.4f}" if loss is not None else ""
+            log(f"{what} {done}/{total}{shown} elapsed {time.perf_counter() - start:.0f}s")
+
+    return report
+
+
+def round_reporter(log: Log, what: str, rounds: int) -> Callable[[dict], None]:
+    """A `run_rounds` callback: `every_tenth` of the rounds, with the round's mean client loss."""
+    report = every_tenth(log, what, rounds)
+    return lambda record: report(record["round"] + 1, record["train_loss"])
+
+
+def step_reporter(log: Log, steps: int) -> Callable[[int, list[dict]], None]:
+    """A `train_dpo` callback: `every_tenth` of the steps, with the step's mean DPO loss."""
+    report = every_tenth(log, "conditional DPO step", steps)
+
+    def on_step(step: int, records: list[dict]) -> None:
+        losses = [r["loss"] for r in records if "loss" in r]
+        report(step + 1, statistics.fmean(losses) if losses else None)
+
+    return on_step
 
 
 def build_judges(cfg: Stage2Config, task: Stage2Task, selector, latents: dict[str, torch.Tensor]) -> dict[str, Judge]:
@@ -165,7 +194,7 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     write_jsonl(task.stage1_pairs, out_dir / "stage1_pairs.jsonl")
     log(f"stage 1 data: {len(task.stage1_pairs)} labelled pairs -> {out_dir / 'stage1_pairs.jsonl'}")
     t = time.perf_counter()
-    selector, latents, evaluation = run_stage1(cfg, out_dir / "stage1_pairs.jsonl", task.types)
+    selector, latents, evaluation = run_stage1(cfg, out_dir / "stage1_pairs.jsonl", task.types, log)
     timing["stage1_s"] = round(time.perf_counter() - t, 1)
     results["stage1"] = _stage1_summary(evaluation, latents, len(task.stage1_pairs))
     log(f"stage 1 ({cfg.stage1.method}): {json.dumps(results['stage1']['by_group'])} in {timing['stage1_s']} s")
@@ -176,7 +205,8 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     contexts = {g: latents[g] for g in task.types}
     sampling, eval_seed = sampling_of(cfg), cfg.seed + 424242
     t = time.perf_counter()
-    history = train_dpo(policy, tokenizer, task.pool, contexts, labeler, dpo_settings(cfg), sampling, cfg.seed)
+    on_step = step_reporter(log, cfg.dpo.steps)
+    history = train_dpo(policy, tokenizer, task.pool, contexts, labeler, dpo_settings(cfg), sampling, cfg.seed, on_step)
     timing["stage2_dpo_s"] = round(time.perf_counter() - t, 1)
     results["stage2"] = {"reward": cfg.dpo.reward, "training": summarize_history(history)}
     rates = win_rates(policy, tokenizer, task.eval_prompts, contexts, judges, sampling, eval_seed)
@@ -185,7 +215,7 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
 
     if cfg.feddpo.enabled:
         t = time.perf_counter()
-        results["feddpo"] = _feddpo(cfg, task, tokenizer, judges, sampling, eval_seed)
+        results["feddpo"] = _feddpo(cfg, task, tokenizer, judges, sampling, eval_seed, log)
         timing["feddpo_s"] = round(time.perf_counter() - t, 1)
         log(f"FedDPO: {json.dumps(_headline(results['feddpo']['win_rates']))} ({timing['feddpo_s']} s)")
     timing["wall_s"] = round(time.perf_counter() - started, 1)
@@ -195,7 +225,7 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     return results
 
 
-def _feddpo(cfg: Stage2Config, task: Stage2Task, tokenizer, judges, sampling, eval_seed: int) -> dict:
+def _feddpo(cfg: Stage2Config, task: Stage2Task, tokenizer, judges, sampling, eval_seed: int, log: Log) -> dict:
     """One global policy. With an oracle, each client labels on-policy pairs of its share of the prompts with
     its type's utility; without one (real data), each client runs offline DPO on its own Stage 1 pairs."""
     lm, _ = load_lm(cfg.policy_path, resolve_device(cfg.device))
@@ -204,7 +234,8 @@ def _feddpo(cfg: Stage2Config, task: Stage2Task, tokenizer, judges, sampling, ev
     f = cfg.feddpo
     fed = FedSettings(f.rounds, f.clients_per_round, f.local_steps)
     judge = OracleJudge(task.oracle) if task.oracle else None
-    rounds = run_feddpo(policy, tokenizer, clients, judge, dpo_settings(cfg), fed, sampling, cfg.seed)
+    on_round = round_reporter(log, "FedDPO round", f.rounds)
+    rounds = run_feddpo(policy, tokenizer, clients, judge, dpo_settings(cfg), fed, sampling, cfg.seed, on_round)
     contexts = {g: None for g in task.types}
     return {
         "rounds": rounds,
