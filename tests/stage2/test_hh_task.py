@@ -29,12 +29,17 @@ def _rows(kind: str, n: int) -> list[dict]:
     ]
 
 
+def _write_hh(folder: Path, rows_per_subset: int) -> Path:
+    folder.mkdir(exist_ok=True)
+    for subset, kind in (("helpful-base", "helpful"), ("harmless-base", "harmless")):
+        with gzip.open(folder / f"{subset}.test.jsonl.gz", "wt", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in _rows(kind, rows_per_subset))
+    return folder
+
+
 @pytest.fixture
 def hh_folder(tmp_path: Path) -> Path:
-    for subset, kind in (("helpful-base", "helpful"), ("harmless-base", "harmless")):
-        with gzip.open(tmp_path / f"{subset}.test.jsonl.gz", "wt", encoding="utf-8") as f:
-            f.writelines(json.dumps(r) + "\n" for r in _rows(kind, 12))
-    return tmp_path
+    return _write_hh(tmp_path / "hh", 12)
 
 
 def test_clients_hold_their_types_pairs_and_the_servers_prompts_are_nobodys(hh_folder):
@@ -95,14 +100,32 @@ def test_config_refuses_the_oracle_on_hh():
         load_stage2_config(CONFIG, ["dpo.reward='oracle'"])
     with pytest.raises(ConfigError, match="'task.name' must be one of story, hh"):
         load_stage2_config(CONFIG, ["task.name='tldr'"])
+    with pytest.raises(ConfigError, match=r"'task.unseen_per_type' must be in \[0, 4\]"):
+        load_stage2_config(CONFIG, ["task.unseen_per_type=5"])
 
 
-def test_tiny_hh_end_to_end_via_cli(stories_path, hh_folder, tmp_path, capsys):
+def test_unseen_clients_are_judged_as_their_type(hh_folder):
+    from fedpref.stage2.judges import focused_template
+    from fedpref.stage2.pipeline import build_judges
+    from fedpref.stage2.stage1 import Stage1Result
+
+    keys = ["helpful", "harmless", "helpful (unseen)", "harmless (unseen)"]
+    stage1 = Stage1Result(None, {k: torch.zeros(2) for k in keys}, {}, None, ["c01", "c03"])
+    task = hh_task(hh_folder, clients_per_type=2, pairs_per_client=4, eval_prompts=3, seed=0)
+    cfg = load_stage2_config(CONFIG, ["eval.judges=['chat']", "eval.chat_url='http://127.0.0.1:9/v1'"])
+    chat = build_judges(cfg, task, stage1)["chat"]
+    assert chat.templates == {k: focused_template(k.split()[0]) for k in keys}
+    cfg = load_stage2_config(CONFIG, ["eval.judges=['chat']", "eval.chat_url='x'", "eval.chat_focus='paper'"])
+    assert build_judges(cfg, task, stage1)["chat"].templates == {}
+
+
+def test_tiny_hh_end_to_end_via_cli_with_unseen_clients(stories_path, tmp_path, capsys):
     out = tmp_path / "run"
     sets = [
         f"policy_path='{stories_path}'",
-        f"task.data_path='{hh_folder}'",
-        "task.clients_per_type=1",
+        f"task.data_path='{_write_hh(tmp_path / 'hh', 20)}'",
+        "task.clients_per_type=2",
+        "task.unseen_per_type=1",
         "task.prompts_per_client=8",
         "task.eval_prompts=2",
         "stage1.rounds=1",
@@ -122,13 +145,18 @@ def test_tiny_hh_end_to_end_via_cli(stories_path, hh_folder, tmp_path, capsys):
 
     assert main(["stage2", str(CONFIG), "--out", str(out), *[x for s in sets for x in ("--set", s)]]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["task"] == {"name": "hh", "types": ["helpful", "harmless"]}
+    keys = ["helpful", "harmless", "helpful (unseen)", "harmless (unseen)"]
+    assert results["task"] == {"name": "hh", "types": ["helpful", "harmless"], "contexts": keys}
     assert set(results["stage1"]["by_group"]) == {"helpful", "harmless"}
+    unseen = results["stage1"]["unseen"]
+    assert set(unseen["by_group"]) == {"helpful", "harmless"} and len(unseen["clients"]) == 2
     for method in ("stage2", "feddpo"):
         rates = results[method]["win_rates"]
         assert set(rates) == {"selector", "examples", "distinct_2"}
-        assert all(rates["selector"][t]["n"] == 2 for t in ("helpful", "harmless"))
-    assert results["feddpo"]["rounds"][0]["loss"] is not None  # offline DPO on the clients' own pairs
+        assert all(rates["selector"][key]["n"] == 2 for key in keys)
+    first = results["feddpo"]["rounds"][0]
+    assert first["loss"] is not None  # offline DPO on the clients' own pairs
+    assert not set(first["sampled"]) & set(unseen["clients"])  # unseen clients train nothing
     assert "| conditional DPO (Stage 2) | selector | harmless |" in (out / "table.md").read_text()
     printed = capsys.readouterr().out
     for line in ("stage 1 (FedVPA-GP) round 1/1 loss", "conditional DPO step 2/2", "FedDPO round 1/1 loss"):

@@ -73,7 +73,7 @@ def test_reduced_run_optimizes_its_reward(stories_path, tmp_path):
 
 
 def test_progress_lines_at_every_tenth():
-    from fedpref.stage2.pipeline import every_tenth
+    from fedpref.stage2.progress import every_tenth
 
     lines = []
     report = every_tenth(lines.append, "conditional DPO step", 20)

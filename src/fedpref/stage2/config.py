@@ -33,6 +33,11 @@ class TaskConfig:
     words: list[str] = _help(
         "story: the word set the oracle counts.", factory=lambda: ["big", "huge", "large", "giant"]
     )
+    unseen_per_type: int = _help(
+        "Clients of each type held out of Stage 1 and of FedDPO (Table 2: 5 of 10); their z is inferred from their "
+        "own pairs without an update, and the win rates are reported under it too ('<type> (unseen)').",
+        0,
+    )
     data_path: str = _help(
         "hh: a folder of {subset}.{split}.jsonl.gz (helpful-base, harmless-base) or the hub id Anthropic/hh-rlhf.",
         "../shared/data/hh-rlhf",
@@ -186,7 +191,12 @@ def validate_stage2(c: Stage2Config, source: str) -> None:
     need(c.dpo.beta > 0 and c.dpo.lr > 0, "dpo.beta/lr", "must be > 0")
     need(c.dpo.steps >= 0 and c.dpo.prompts_per_step >= 1, "dpo.steps/prompts_per_step", "must be >= 0 / >= 1")
     need(c.dpo.grad_accumulation >= 1, "dpo.grad_accumulation", "must be >= 1")
-    clients = 2 * c.task.clients_per_type
+    need(
+        0 <= c.task.unseen_per_type < c.task.clients_per_type,
+        "task.unseen_per_type",
+        f"must be in [0, {c.task.clients_per_type - 1}] (task.clients_per_type - 1)",
+    )
+    clients = 2 * (c.task.clients_per_type - c.task.unseen_per_type)  # the seen clients
     need(1 <= c.feddpo.clients_per_round <= clients, "feddpo.clients_per_round", f"must be in [1, {clients}]")
     need(1 <= c.stage1.clients_per_round <= clients, "stage1.clients_per_round", f"must be in [1, {clients}]")
     need(c.feddpo.rounds >= 1 and c.feddpo.local_steps >= 1, "feddpo.rounds/local_steps", "must be >= 1")

@@ -5,23 +5,15 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from fedpref.algorithms.registry import build_algorithm
-from fedpref.client.variational import latent_center
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
-from fedpref.engines.loop import ask_selector, run_rounds
-from fedpref.experiments.runner import inprocess_federation
-from fedpref.experiments.setup import build_setup
-from fedpref.models.adapters import load_trainable_state
 from fedpref.models.factory import resolve_device
-from fedpref.models.variational import variational_model
 from fedpref.stage2.config import Stage2Config
 from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
 from fedpref.stage2.evaluate import win_rates
@@ -30,10 +22,11 @@ from fedpref.stage2.generation import Sampling, sample
 from fedpref.stage2.hh_task import hh_task
 from fedpref.stage2.judges import ChatJudge, Judge, MarginJudge, OracleJudge, focused_template
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
+from fedpref.stage2.progress import Log, round_reporter, step_reporter
 from fedpref.stage2.selector import SelectorMargins
+from fedpref.stage2.stage1 import Stage1Result, run_stage1, type_of
 from fedpref.stage2.task import TYPES, Stage2Task, oracle_scores, story_prompts
 
-Log = Callable[[str], None]
 TYPES_ORDER = tuple(TYPES)  # the story task's preference types
 
 
@@ -73,88 +66,19 @@ def make_stage1_pairs(policy, tokenizer, cfg: Stage2Config, pool: list[str]) -> 
     return pairs
 
 
-def run_stage1(
-    cfg: Stage2Config, pairs_path: Path, types: tuple[str, ...] = TYPES_ORDER, log: Log = lambda line: None
-) -> tuple[object, dict[str, torch.Tensor], dict]:
-    """FedVPA-GP (or a variant) over the pairs file with fedpref.experiments; the selector, each type's mean
-    client latent (z from the client's own training pairs, no label leakage) and the selector's evaluation.
-    """
-    s = cfg.stage1
-    items = [
-        f"seed={cfg.seed}",
-        "data.source='jsonl'",
-        f"data.path='{pairs_path}'",
-        "data.cache_dir=''",  # Stage 2 encodes fresh generations: no disk cache
-        f"data.val_pairs={s.val_pairs}",
-        f"data.test_pairs={s.test_pairs}",
-        f"algorithm.methods=['{s.method}']",
-        f"federation.rounds={s.rounds}",
-        f"federation.clients_per_round={s.clients_per_round}",
-        f"train.local_steps={s.local_steps}",
-        f"train.batch_size={s.batch_size}",
-        f"train.lr={s.lr}",
-        f"device='{cfg.device}'",
-        *s.overrides,
-    ]
-    ecfg = load_config(None, items)
-    setup = build_setup(ecfg)
-    federation = inprocess_federation(ecfg, setup)
-    algorithm = build_algorithm(s.method, ecfg, federation.trained(), setup.init_state, setup.model, setup.unseen)
-    federation.transport.begin_method(s.method)
-    run_rounds(algorithm, federation.transport, round_reporter(log, f"stage 1 ({s.method}) round", s.rounds))
-    evaluation = ask_selector(algorithm, federation.transport, list(setup.clients), "selector")
-    selector = variational_model(setup.model, algorithm.spec)
-    load_trainable_state(selector, algorithm.global_state)
-    device = next(selector.parameters()).device
-    center, scale = latent_center(algorithm.center_payload(), device)
-    latents = {}
-    for group in types:
-        means = [r["latent_mean"] for r in evaluation["per_client"].values() if r["group"] == group]
-        with torch.no_grad():  # z as the selector reads it (centred, scaled, in its basis)
-            latents[group] = selector.selector_input(torch.tensor(means, device=device).mean(0), center, scale)
-    return selector, latents, evaluation
-
-
-def every_tenth(log: Log, what: str, total: int) -> Callable[[int, float | None], None]:
-    """`report(done, loss)` logs `what done/total loss x elapsed Ns` at every tenth of `total` (a progress line)."""
-    start, stride = time.perf_counter(), max(1, total // 10)
-
-    def report(done: int, loss: float | None) -> None:
-        if done <= total and (done % stride == 0 or done == total):
-            shown = f" loss {loss:.4f}" if loss is not None else ""
-            log(f"{what} {done}/{total}{shown} elapsed {time.perf_counter() - start:.0f}s")
-
-    return report
-
-
-def round_reporter(log: Log, what: str, rounds: int) -> Callable[[dict], None]:
-    """A `run_rounds` callback: `every_tenth` of the rounds, with the round's mean client loss."""
-    report = every_tenth(log, what, rounds)
-    return lambda record: report(record["round"] + 1, record["train_loss"])
-
-
-def step_reporter(log: Log, steps: int) -> Callable[[int, list[dict]], None]:
-    """A `train_dpo` callback: `every_tenth` of the steps, with the step's mean DPO loss."""
-    report = every_tenth(log, "conditional DPO step", steps)
-
-    def on_step(step: int, records: list[dict]) -> None:
-        losses = [r["loss"] for r in records if "loss" in r]
-        report(step + 1, statistics.fmean(losses) if losses else None)
-
-    return on_step
-
-
-def build_judges(cfg: Stage2Config, task: Stage2Task, selector, latents: dict[str, torch.Tensor]) -> dict[str, Judge]:
-    judges: dict[str, Judge] = {}
+def build_judges(cfg: Stage2Config, task: Stage2Task, stage1: Stage1Result) -> dict[str, Judge]:
+    """The configured judges, each answering for every context key (a type, or its unseen clients) as for its
+    type; the selector judge reads the key's own z."""
+    keys, judges = list(stage1.latents), {}
     for name in cfg.eval.judges:
         if name == "oracle":
-            judges[name] = OracleJudge(task.oracle)
+            judges[name] = OracleJudge({key: task.oracle[type_of(key)] for key in keys})
         elif name == "selector":
-            judges[name] = MarginJudge(SelectorMargins(selector, latents))
+            judges[name] = MarginJudge(SelectorMargins(stage1.selector, stage1.latents))
         else:
             e = cfg.eval
             focus = task.chat_focus if e.chat_focus == "per_type" else {}
-            templates = {group: focused_template(quality) for group, quality in focus.items()}
+            templates = {key: focused_template(focus[type_of(key)]) for key in keys if type_of(key) in focus}
             judges[name] = ChatJudge(e.chat_url, e.chat_model, api_key_env=e.chat_key_env, templates=templates)
     return judges
 
@@ -194,28 +118,30 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     write_jsonl(task.stage1_pairs, out_dir / "stage1_pairs.jsonl")
     log(f"stage 1 data: {len(task.stage1_pairs)} labelled pairs -> {out_dir / 'stage1_pairs.jsonl'}")
     t = time.perf_counter()
-    selector, latents, evaluation = run_stage1(cfg, out_dir / "stage1_pairs.jsonl", task.types, log)
+    stage1 = run_stage1(cfg, out_dir / "stage1_pairs.jsonl", task.types, log)
     timing["stage1_s"] = round(time.perf_counter() - t, 1)
-    results["stage1"] = _stage1_summary(evaluation, latents, len(task.stage1_pairs))
+    results["stage1"] = _stage1_summary(stage1, task.types, len(task.stage1_pairs))
+    results["task"]["contexts"] = list(stage1.latents)
     log(f"stage 1 ({cfg.stage1.method}): {json.dumps(results['stage1']['by_group'])} in {timing['stage1_s']} s")
 
-    judges = build_judges(cfg, task, selector, latents)
-    reward = judges.get("selector") or MarginJudge(SelectorMargins(selector, latents))
+    judges = build_judges(cfg, task, stage1)
+    reward = judges.get("selector") or MarginJudge(SelectorMargins(stage1.selector, stage1.latents))
     labeler = reward if cfg.dpo.reward == "selector" else OracleJudge(task.oracle)
-    contexts = {g: latents[g] for g in task.types}
+    contexts = {g: stage1.latents[g] for g in task.types}  # DPO trains on the seen clients' z only
     sampling, eval_seed = sampling_of(cfg), cfg.seed + 424242
     t = time.perf_counter()
     on_step = step_reporter(log, cfg.dpo.steps)
     history = train_dpo(policy, tokenizer, task.pool, contexts, labeler, dpo_settings(cfg), sampling, cfg.seed, on_step)
     timing["stage2_dpo_s"] = round(time.perf_counter() - t, 1)
     results["stage2"] = {"reward": cfg.dpo.reward, "training": summarize_history(history)}
-    rates = win_rates(policy, tokenizer, task.eval_prompts, contexts, judges, sampling, eval_seed)
+    rates = win_rates(policy, tokenizer, task.eval_prompts, stage1.latents, judges, sampling, eval_seed)
     results["stage2"]["win_rates"] = rates
     log(f"conditional DPO: {json.dumps(_headline(results['stage2']['win_rates']))} ({timing['stage2_dpo_s']} s)")
 
     if cfg.feddpo.enabled:
         t = time.perf_counter()
-        results["feddpo"] = _feddpo(cfg, task, tokenizer, judges, sampling, eval_seed, log)
+        seen_task = replace(task, client_types={c: g for c, g in task.client_types.items() if c not in stage1.unseen})
+        results["feddpo"] = _feddpo(cfg, seen_task, list(stage1.latents), tokenizer, judges, sampling, eval_seed, log)
         timing["feddpo_s"] = round(time.perf_counter() - t, 1)
         log(f"FedDPO: {json.dumps(_headline(results['feddpo']['win_rates']))} ({timing['feddpo_s']} s)")
     timing["wall_s"] = round(time.perf_counter() - started, 1)
@@ -225,7 +151,9 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     return results
 
 
-def _feddpo(cfg: Stage2Config, task: Stage2Task, tokenizer, judges, sampling, eval_seed: int, log: Log) -> dict:
+def _feddpo(
+    cfg: Stage2Config, task: Stage2Task, keys: list[str], tokenizer, judges, sampling, eval_seed: int, log: Log
+) -> dict:
     """One global policy. With an oracle, each client labels on-policy pairs of its share of the prompts with
     its type's utility; without one (real data), each client runs offline DPO on its own Stage 1 pairs."""
     lm, _ = load_lm(cfg.policy_path, resolve_device(cfg.device))
@@ -236,7 +164,7 @@ def _feddpo(cfg: Stage2Config, task: Stage2Task, tokenizer, judges, sampling, ev
     judge = OracleJudge(task.oracle) if task.oracle else None
     on_round = round_reporter(log, "FedDPO round", f.rounds)
     rounds = run_feddpo(policy, tokenizer, clients, judge, dpo_settings(cfg), fed, sampling, cfg.seed, on_round)
-    contexts = {g: None for g in task.types}
+    contexts = {key: None for key in keys}  # one policy for every type, seen or not
     return {
         "rounds": rounds,
         "win_rates": win_rates(policy, tokenizer, task.eval_prompts, contexts, judges, sampling, eval_seed),
@@ -264,16 +192,23 @@ def _latent_dim(cfg: Stage2Config) -> int:
     return load_config(None, list(cfg.stage1.overrides)).variational.latent_dim
 
 
-def _stage1_summary(evaluation: dict, latents: dict[str, torch.Tensor], pairs: int) -> dict:
-    g1, g2 = latents.values()
-    return {
+def _stage1_summary(stage1: Stage1Result, types: tuple[str, ...], pairs: int) -> dict:
+    evaluation, (g1, g2) = stage1.evaluation, (stage1.latents[t] for t in types)
+    summary = {
         "pairs": pairs,
         "acc_mean": round(evaluation["acc_mean"], 2),
         "base_acc_mean": round(evaluation["base_acc_mean"], 2),
-        "by_group": {g: {k: round(v, 2) for k, v in r.items()} for g, r in evaluation["by_group"].items()},
+        "by_group": _by_group(evaluation),
         "separation": evaluation["separation"],
         "type_latent_distance": round(float((g1 - g2).norm()), 4),
     }
+    if stage1.unseen_evaluation:
+        summary["unseen"] = {"clients": stage1.unseen, "by_group": _by_group(stage1.unseen_evaluation)}
+    return summary
+
+
+def _by_group(evaluation: dict) -> dict:
+    return {g: {k: round(v, 2) for k, v in r.items()} for g, r in evaluation["by_group"].items()}
 
 
 NOT_JUDGES = ("examples", "distinct_2")  # win_rates entries that are not a judge's verdicts
@@ -299,7 +234,7 @@ def results_markdown(results: dict) -> str:
         "Distinct-2 of the evaluation samples (unique word bigrams / all; the frozen base for reference):",
         "",
     ]
-    types = results.get("task", {}).get("types", TYPES_ORDER)
+    types = results.get("task", {}).get("contexts", TYPES_ORDER)
     lines += ["| method | base | " + " | ".join(types) + " |", "|---|---|" + "---|" * len(types)]
     for method, key in (("conditional DPO (Stage 2)", "stage2"), ("FedDPO", "feddpo")):
         d2 = results.get(key, {}).get("win_rates", {}).get("distinct_2")

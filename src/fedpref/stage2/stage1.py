@@ -1,0 +1,94 @@
+"""Stage 1 inside the Stage 2 pipeline (Algorithm 1 lines 1-18): FedVPA-GP on the task's pairs, the frozen
+selector, and each type's z from its seen clients and, held out of training, from its unseen clients (Table 2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from fedpref.algorithms.registry import build_algorithm
+from fedpref.client.variational import latent_center
+from fedpref.config import load_config
+from fedpref.engines.loop import ask_selector, run_rounds
+from fedpref.experiments.runner import inprocess_federation
+from fedpref.experiments.setup import build_setup
+from fedpref.models.adapters import load_trainable_state
+from fedpref.models.variational import VariationalSelector, variational_model
+from fedpref.stage2.config import Stage2Config
+from fedpref.stage2.progress import Log, round_reporter
+
+UNSEEN = " (unseen)"  # a context key's suffix: the type's z inferred for clients held out of Stage 1
+
+
+def type_of(key: str) -> str:
+    """The preference type of a context key ('harmless (unseen)' -> 'harmless')."""
+    return key.removesuffix(UNSEEN)
+
+
+@dataclass
+class Stage1Result:
+    selector: VariationalSelector
+    latents: dict[str, torch.Tensor]  # context key -> z as the selector reads it; unseen keys after the seen ones
+    evaluation: dict  # the selector on the seen clients (`ask_selector`'s summary)
+    unseen_evaluation: dict | None  # ... on the unseen clients, under their inferred z (no update)
+    unseen: list[str]  # the clients held out of Stage 1 (task.unseen_per_type of each type)
+
+
+def stage1_items(cfg: Stage2Config, pairs_path: Path) -> list[str]:
+    """The `fedpref run --set` items of Stage 1 on the pairs file; `stage1.overrides` last, so they win."""
+    s = cfg.stage1
+    unseen = [f"data.unseen_clients={2 * cfg.task.unseen_per_type}"] if cfg.task.unseen_per_type else []
+    return [
+        f"seed={cfg.seed}",
+        "data.source='jsonl'",
+        f"data.path='{pairs_path}'",
+        "data.cache_dir=''",  # Stage 2 encodes fresh generations: no disk cache
+        f"data.val_pairs={s.val_pairs}",
+        f"data.test_pairs={s.test_pairs}",
+        *unseen,
+        f"algorithm.methods=['{s.method}']",
+        f"federation.rounds={s.rounds}",
+        f"federation.clients_per_round={s.clients_per_round}",
+        f"train.local_steps={s.local_steps}",
+        f"train.batch_size={s.batch_size}",
+        f"train.lr={s.lr}",
+        f"device='{cfg.device}'",
+        *s.overrides,
+    ]
+
+
+def run_stage1(
+    cfg: Stage2Config, pairs_path: Path, types: tuple[str, ...], log: Log = lambda line: None
+) -> Stage1Result:
+    """FedVPA-GP (or a variant) over the pairs file with fedpref.experiments; each type's mean client latent (z
+    from the client's own training pairs, no label leakage), for the seen and the unseen clients apart."""
+    ecfg = load_config(None, stage1_items(cfg, pairs_path))
+    setup = build_setup(ecfg)
+    federation = inprocess_federation(ecfg, setup)
+    method = cfg.stage1.method
+    algorithm = build_algorithm(method, ecfg, federation.trained(), setup.init_state, setup.model, setup.unseen)
+    federation.transport.begin_method(method)
+    run_rounds(algorithm, federation.transport, round_reporter(log, f"stage 1 ({method}) round", cfg.stage1.rounds))
+    seen = [cid for cid in setup.clients if cid not in set(setup.unseen)]
+    evaluation = ask_selector(algorithm, federation.transport, seen, "selector")
+    unseen = ask_selector(algorithm, federation.transport, setup.unseen, "selector/unseen") if setup.unseen else None
+    selector = variational_model(setup.model, algorithm.spec)
+    load_trainable_state(selector, algorithm.global_state)
+    center = latent_center(algorithm.center_payload(), next(selector.parameters()).device)
+    latents = type_latents(selector, evaluation, types, center)
+    if unseen:
+        latents |= type_latents(selector, unseen, types, center, UNSEEN)
+    return Stage1Result(selector, latents, evaluation, unseen, list(setup.unseen))
+
+
+def type_latents(selector, evaluation: dict, types: tuple[str, ...], center: tuple, suffix: str = "") -> dict:
+    """type + suffix -> the mean latent of the evaluated clients of that type, as the selector reads it."""
+    device = next(selector.parameters()).device
+    latents = {}
+    for group in types:
+        means = [r["latent_mean"] for r in evaluation["per_client"].values() if r["group"] == group]
+        with torch.no_grad():  # z as the selector reads it (centred, scaled, in its basis)
+            latents[group + suffix] = selector.selector_input(torch.tensor(means, device=device).mean(0), *center)
+    return latents
