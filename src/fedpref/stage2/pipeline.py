@@ -123,6 +123,8 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     results["stage1"] = _stage1_summary(stage1, task.types, len(task.stage1_pairs))
     results["task"]["contexts"] = list(stage1.latents)
     log(f"stage 1 ({cfg.stage1.method}): {json.dumps(results['stage1']['by_group'])} in {timing['stage1_s']} s")
+    if "unseen" in results["stage1"]:
+        log(f"stage 1 on unseen clients (z inferred): {json.dumps(results['stage1']['unseen']['by_group'])}")
 
     judges = build_judges(cfg, task, stage1)
     reward = judges.get("selector") or MarginJudge(SelectorMargins(stage1.selector, stage1.latents))
