@@ -160,7 +160,7 @@ def _feddpo(
     its type's utility; without one (real data), each client runs offline DPO on its own Stage 1 pairs."""
     lm, _ = load_lm(cfg.policy_path, resolve_device(cfg.device))
     policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=0, seed=cfg.seed, precision=cfg.precision)
-    clients = _dpo_clients(cfg, task, tokenizer, sampling)
+    clients = _dpo_clients(task, tokenizer, sampling)
     f = cfg.feddpo
     fed = FedSettings(f.rounds, f.clients_per_round, f.local_steps)
     judge = OracleJudge(task.oracle) if task.oracle else None
@@ -173,7 +173,7 @@ def _feddpo(
     }
 
 
-def _dpo_clients(cfg: Stage2Config, task: Stage2Task, tokenizer, sampling: Sampling) -> dict[str, DPOClient]:
+def _dpo_clients(task: Stage2Task, tokenizer, sampling: Sampling) -> dict[str, DPOClient]:
     types = task.client_types
     if task.oracle is None:
         own = {cid: [p for p in task.stage1_pairs if p.client == cid] for cid in types}
