@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedpref.data.hh import load_hh_rlhf
+from fedpref.data.hh import Triple, load_hh_rlhf
 from fedpref.data.hh_partition import partition_hh
 from fedpref.data.pairs import PreferencePair
 from fedpref.errors import DataError
@@ -18,9 +18,7 @@ HH_TYPES = ("helpful", "harmless")  # partition_hh's groups, helpful clients fir
 HH_SUBSETS = ("helpful-base", "harmless-base")
 
 
-def held_out_prompts(
-    triples: dict[str, Sequence[tuple[str, str, str]]], dealt: Sequence[PreferencePair], seed: int
-) -> list[str]:
+def held_out_prompts(triples: dict[str, Sequence[Triple]], dealt: Sequence[PreferencePair], seed: int) -> list[str]:
     """Every distinct prompt of `triples` that no client was dealt, in a `seed`-shuffled order."""
     taken = {p.prompt for p in dealt}
     free = list(dict.fromkeys(prompt for ts in triples.values() for prompt, _, _ in ts if prompt not in taken))
