@@ -277,6 +277,22 @@ reproduce-composed15-noise2: $(STAMP)
 reproduce-composed15-noise1: $(STAMP)
 	$(MAKE) reproduce-composed15 COMPOSED15_DIR=composed15_noise1 COMPOSED15_SET="--set data.label_noise=0.01"
 
+# FedVPA-GP against FedVPL after Stage 2 on the story task, with Stage 1 at the paper's budget (Table 4: 50 rounds x
+# 30 local steps; configs/stage2/stories.toml has 20 x 10), seeds 0-2, one process per Stage 1 method, then the win
+# rates over seeds and the paired difference (docs/stage2.md, C44; about 20 minutes a seed and method on one core).
+# A finished seed is skipped. Other seeds or settings: make reproduce-stage2 STAGE2_SEEDS=3,4 STAGE2_SET="..."
+STAGE2_SEEDS ?= 0,1,2
+STAGE2_SET ?= --set stage1.rounds=50 --set stage1.local_steps=30
+STAGE2_METHODS := reproduce-stage2-FedVPA-GP reproduce-stage2-FedVPL
+.PHONY: reproduce-stage2 $(STAGE2_METHODS)
+reproduce-stage2: $(STAMP)
+	$(MAKE) -j2 $(STAGE2_METHODS)
+	$(BIN)/fedpref stage2-summary $(REPRO)/stage2 --pair FedVPA-GP,FedVPL --out $(REPRO)/stage2/summary.md
+
+$(STAGE2_METHODS): reproduce-stage2-%: $(STAMP)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref stage2 configs/stage2/stories.toml --set "stage1.method='$*'" \
+		$(STAGE2_SET) --seeds $(STAGE2_SEEDS) --out $(REPRO)/stage2/$*
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)

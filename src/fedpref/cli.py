@@ -329,18 +329,66 @@ def _add_stage2_parser(sub) -> None:
     stage2.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     stage2.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
     stage2.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
+    stage2.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated seeds, each run into OUT/seed=<seed>/; a seed whose folder holds results.json is "
+        "skipped, an unfinished one started again (default: the config's seed, into OUT)",
+    )
+    summary = sub.add_parser(
+        "stage2-summary",
+        help="win rates of finished `fedpref stage2` runs over seeds, per Stage 1 method, with 95%% t-intervals",
+        description="Read the `fedpref stage2` folders in or below DIR: per Stage 1 method and policy (conditional "
+        "DPO, FedDPO) each type's win rate and the worse-served type's, mean, std and 95%% Student-t interval over "
+        "seeds; the Stage 1 selector's accuracy with z and from its base logits; per --pair, the paired difference "
+        "of the two methods' conditional policies, one value per seed. Markdown on stdout.",
+    )
+    summary.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
+    summary.add_argument("--judge", default="oracle", help="whose verdicts: oracle, selector or chat (default oracle)")
+    summary.add_argument(
+        "--pair", action="append", default=None, metavar="A,B", help="Stage 1 methods to compare, e.g. FedVPA-GP,FedVPL"
+    )
+    summary.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
 
 
 def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.outputs import prepare_run_dir
+    from fedpref.experiments.sweep import parse_seeds
     from fedpref.stage2.config import load_stage2_config
-    from fedpref.stage2.pipeline import run_pipeline
 
     cfg = load_stage2_config(args.config, args.overrides)
-    run_dir = args.out or Path("runs") / cfg.name
-    prepare_run_dir(run_dir, args.overwrite, resumable=False)  # stage 2 has no --resume
+    out = args.out or Path("runs") / cfg.name
+    if args.seeds is None:
+        _run_stage2(cfg, out, args.overwrite, console)
+        return
+    seeds = parse_seeds(args.seeds)
+    configs = [load_stage2_config(args.config, [*args.overrides, f"seed={seed}"]) for seed in seeds]
+    for i, (seed, seed_cfg) in enumerate(zip(seeds, configs), start=1):
+        run_dir = out / f"seed={seed}"
+        if (run_dir / "results.json").is_file() and not args.overwrite:
+            console.print(f"seed {seed} ({i} of {len(seeds)}): finished in {run_dir}, skipped", highlight=False)
+            continue
+        console.print(f"seed {seed} ({i} of {len(seeds)}) -> {run_dir}", highlight=False)
+        _run_stage2(seed_cfg, run_dir, True, console)  # stage 2 has no --resume: an unfinished seed starts again
+
+
+def _run_stage2(cfg, run_dir: Path, overwrite: bool, console: Console) -> None:
+    from fedpref.experiments.outputs import prepare_run_dir
+    from fedpref.stage2.pipeline import run_pipeline
+
+    prepare_run_dir(run_dir, overwrite, resumable=False)  # stage 2 has no --resume
     run_pipeline(cfg, run_dir, log=lambda line: console.print(line, highlight=False))
     console.print((run_dir / "table.md").read_text(encoding="utf-8"), highlight=False)
+
+
+def cmd_stage2_summary(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.experiments.summary import parse_pairs
+    from fedpref.stage2.seed_summary import summarize_stage2
+
+    markdown = summarize_stage2(args.dirs, args.judge, parse_pairs(args.pair))
+    sys.stdout.write(markdown)
+    sys.stdout.flush()
+    if args.out:
+        args.out.write_text(markdown, encoding="utf-8")
 
 
 def cmd_diagnose(args: argparse.Namespace, console: Console) -> None:
@@ -497,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             "diagnose": cmd_diagnose,
             "personalize": cmd_personalize,
             "stage2": cmd_stage2,
+            "stage2-summary": cmd_stage2_summary,
             "export": cmd_export,
             "federation": cmd_federation,
         }

@@ -1,0 +1,114 @@
+"""`fedpref stage2-summary` and `fedpref stage2 --seeds` on hand-written results.json files."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedpref.cli import main
+from fedpref.errors import FedprefError
+from fedpref.stage2.seed_summary import by_method, find_stage2_runs, paired_rows, win_rate_rows
+
+# Oracle win rates (G1, G2) per seed 0, 1, 2.
+RATES = {"FedVPA-GP": [(60, 50), (70, 30), (80, 40)], "FedVPL": [(90, 20), (90, 10), (90, 30)]}
+
+
+def _rates(g1: float, g2: float) -> dict:
+    return {"oracle": {"G1": {"win_rate": g1}, "G2": {"win_rate": g2}}, "distinct_2": {"base": 0.6, "G1": 0.3}}
+
+
+def write_run(path: Path, method: str, seed: int, g1: float, g2: float, **config) -> Path:
+    results = {
+        "config": {"name": "t", "seed": seed, "stage1": {"method": method, "rounds": 20}} | config,
+        "task": {"name": "stories", "types": ["G1", "G2"]},
+        "stage1": {"by_group": {"G1": {"acc": 90.0 + seed, "base_acc": 50.0}, "G2": {"acc": 80.0, "base_acc": 70.0}}},
+        "stage2": {"win_rates": _rates(g1, g2)},
+        "feddpo": {"win_rates": _rates(40, 60)},
+    }
+    path.mkdir(parents=True)
+    (path / "results.json").write_text(json.dumps(results))
+    return path
+
+
+@pytest.fixture
+def runs(tmp_path) -> Path:
+    for method, per_seed in RATES.items():
+        for seed, (g1, g2) in enumerate(per_seed):
+            write_run(tmp_path / method / f"seed={seed}", method, seed, g1, g2)
+    return tmp_path
+
+
+def test_win_rates_over_seeds_by_hand(runs):
+    rows = {(r.method, r.policy, r.context): r for r in win_rate_rows(by_method(find_stage2_runs([runs])), "oracle")}
+    g1 = rows["FedVPA-GP", "conditional DPO", "G1"]  # 60, 70, 80
+    assert g1.est.mean == pytest.approx(70.0) and g1.est.std == pytest.approx(10.0)
+    low, high = g1.est.interval  # 70 -+ 4.3027 * 10 / sqrt(3)
+    assert (low, high) == (pytest.approx(45.1584, abs=1e-4), pytest.approx(94.8416, abs=1e-4))
+    worse = rows["FedVPA-GP", "conditional DPO", "worse type"]  # min(G1, G2) per seed: 50, 30, 40
+    assert worse.est.values == (50.0, 30.0, 40.0) and worse.seeds == (0, 1, 2)
+    assert rows["FedVPL", "conditional DPO", "worse type"].est.mean == pytest.approx(20.0)
+    assert rows["FedVPL", "FedDPO", "G2"].est.mean == pytest.approx(60.0)
+
+
+def test_paired_difference_is_per_seed(runs):
+    groups = by_method(find_stage2_runs([runs]))
+    rows = {r.context: r for r in paired_rows(groups, "FedVPA-GP", "FedVPL", "oracle")}
+    assert rows["worse type"].est.values == (30.0, 20.0, 10.0)  # 50-20, 30-10, 40-30
+    assert rows["G1"].est.mean == pytest.approx(-20.0) and rows["G1"].est.std == pytest.approx(10.0)
+    with pytest.raises(FedprefError, match="no run of 'FedDPO'"):
+        paired_rows(groups, "FedVPA-GP", "FedDPO", "oracle")
+
+
+def test_markdown_and_cli(runs, tmp_path, capsys):
+    out = tmp_path / "summary.md"
+    assert main(["stage2-summary", str(runs), "--pair", "FedVPA-GP,FedVPL", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text == out.read_text()
+    assert (
+        "| FedVPA-GP | conditional DPO | G1 | 3 | 70.00 | 10.00 | [45.16, 94.84] | 0: 60.00, 1: 70.00, 2: 80.00 |"
+        in text
+    )
+    assert "| FedVPA-GP - FedVPL | conditional DPO | worse type | 3 | 20.00 | 10.00 | [-4.84, 44.84] |" in text
+    assert "| FedVPA-GP | selector with z | G1 | 3 | 91.00 |" in text  # 90, 91, 92
+    assert main(["stage2-summary", str(runs), "--judge", "chat"]) == 2
+    assert "no run has win rates by the 'chat' judge" in capsys.readouterr().err
+
+
+def test_runs_that_are_not_one_configuration_are_refused(tmp_path):
+    write_run(tmp_path / "a", "FedVPA-GP", 0, 50, 50)
+    write_run(tmp_path / "b", "FedVPA-GP", 1, 50, 50, dpo={"steps": 60})
+    with pytest.raises(FedprefError, match="differs from .* in more than its seed"):
+        by_method(find_stage2_runs([tmp_path]))
+    write_run(tmp_path / "c", "FedVPL", 0, 50, 50)
+    write_run(tmp_path / "d", "FedVPL", 0, 50, 50)
+    with pytest.raises(FedprefError, match="FedVPL: two runs share a seed"):
+        by_method(find_stage2_runs([tmp_path / "c", tmp_path / "d"]))
+
+
+def test_other_results_files_are_not_stage2_runs(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text(json.dumps({"methods": {}}))  # a `fedpref run` folder
+    with pytest.raises(FedprefError, match="no finished `fedpref stage2` run"):
+        find_stage2_runs([tmp_path])
+
+
+def test_stage2_seeds_skip_finished_and_rerun_unfinished(tmp_path, monkeypatch, capsys):
+    import fedpref.stage2.pipeline as pipeline
+
+    ran = []
+
+    def fake_pipeline(cfg, run_dir, log):
+        ran.append((cfg.seed, run_dir.name))
+        (run_dir / "results.json").write_text("{}")
+        (run_dir / "table.md").write_text("table\n")
+
+    monkeypatch.setattr(pipeline, "run_pipeline", fake_pipeline)
+    config = Path(__file__).resolve().parents[2] / "configs" / "stage2" / "stories.toml"
+    out = tmp_path / "out"
+    write_run(out / "seed=0", "FedVPA-GP", 0, 50, 50)  # finished
+    (out / "seed=1").mkdir()
+    (out / "seed=1" / "stage1_pairs.jsonl").write_text("{}\n")  # interrupted before results.json
+    assert main(["stage2", str(config), "--seeds", "0,1,2", "--out", str(out)]) == 0
+    assert ran == [(1, "seed=1"), (2, "seed=2")]
+    assert "seed 0 (1 of 3): finished in" in capsys.readouterr().out
+    assert main(["stage2", str(config), "--seeds", "0,0", "--out", str(out)]) == 2
