@@ -77,6 +77,23 @@ def test_logged_pairs_become_tokens_as_the_policy_would_see_them():
     assert cut.prompt == [3, 4]  # the conversation's last tokens
 
 
+def test_feddpo_clients_train_on_their_stage1_training_split_only(hh_folder, tmp_path):
+    from fedpref.data.pairs import write_jsonl
+    from fedpref.data.splits import split_clients
+    from fedpref.stage2.pipeline import dpo_clients
+    from fedpref.stage2.stage1 import stage1_train_pairs
+
+    task = hh_task(hh_folder, clients_per_type=2, pairs_per_client=4, eval_prompts=3, seed=0)
+    write_jsonl(task.stage1_pairs, tmp_path / "pairs.jsonl")
+    cfg = load_stage2_config(CONFIG, ["seed=3", "stage1.val_pairs=1", "stage1.test_pairs=2"])
+    trains = stage1_train_pairs(cfg, tmp_path / "pairs.jsonl")
+    held_out = {p for s in split_clients(task.stage1_pairs, 1, 2, seed=3) for p in s.val + s.test}
+    assert {cid: len(pairs) for cid, pairs in trains.items()} == dict.fromkeys(task.client_types, 1)  # 4 - 1 - 2
+    assert not {p for pairs in trains.values() for p in pairs} & held_out
+    clients = dpo_clients(task, trains, _Words(), Sampling(eos_token_id=7))
+    assert {cid: len(c.pairs) for cid, c in clients.items()} == dict.fromkeys(task.client_types, 1)
+
+
 def test_offline_dpo_trains_the_adapters_only(stories_path, hh_folder):
     lm, tokenizer = load_lm(stories_path)
     policy = ConditionalPolicy(lm, LoraConfig(rank=2, alpha=4, dropout=0.0), latent_dim=0)

@@ -24,7 +24,7 @@ from fedpref.stage2.judges import ChatJudge, Judge, MarginJudge, OracleJudge, fo
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
 from fedpref.stage2.progress import Log, round_reporter, step_reporter
 from fedpref.stage2.selector import SelectorMargins
-from fedpref.stage2.stage1 import Stage1Result, run_stage1, type_of
+from fedpref.stage2.stage1 import Stage1Result, run_stage1, stage1_train_pairs, type_of
 from fedpref.stage2.task import TYPES, Stage2Task, oracle_scores, story_prompts
 
 TYPES_ORDER = tuple(TYPES)  # the story task's preference types
@@ -143,7 +143,9 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     if cfg.feddpo.enabled:
         t = time.perf_counter()
         seen_task = replace(task, client_types={c: g for c, g in task.client_types.items() if c not in stage1.unseen})
-        results["feddpo"] = _feddpo(cfg, seen_task, list(stage1.latents), tokenizer, judges, sampling, eval_seed, log)
+        trains = stage1_train_pairs(cfg, out_dir / "stage1_pairs.jsonl") if task.oracle is None else {}
+        keys = list(stage1.latents)
+        results["feddpo"] = _feddpo(cfg, seen_task, trains, keys, tokenizer, judges, sampling, eval_seed, log)
         timing["feddpo_s"] = round(time.perf_counter() - t, 1)
         log(f"FedDPO: {json.dumps(_headline(results['feddpo']['win_rates']))} ({timing['feddpo_s']} s)")
     timing["wall_s"] = round(time.perf_counter() - started, 1)
@@ -154,13 +156,22 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
 
 
 def _feddpo(
-    cfg: Stage2Config, task: Stage2Task, keys: list[str], tokenizer, judges, sampling, eval_seed: int, log: Log
+    cfg: Stage2Config,
+    task: Stage2Task,
+    trains: dict[str, list[PreferencePair]],
+    keys: list[str],
+    tokenizer,
+    judges,
+    sampling,
+    eval_seed: int,
+    log: Log,
 ) -> dict:
     """One global policy. With an oracle, each client labels on-policy pairs of its share of the prompts with
-    its type's utility; without one (real data), each client runs offline DPO on its own Stage 1 pairs."""
+    its type's utility; without one (real data), each client runs offline DPO on its own Stage 1 training split
+    (`trains`: client -> pairs)."""
     lm, _ = load_lm(cfg.policy_path, resolve_device(cfg.device))
     policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=0, seed=cfg.seed, precision=cfg.precision)
-    clients = _dpo_clients(task, tokenizer, sampling)
+    clients = dpo_clients(task, trains, tokenizer, sampling)
     f = cfg.feddpo
     fed = FedSettings(f.rounds, f.clients_per_round, f.local_steps)
     judge = OracleJudge(task.oracle) if task.oracle else None
@@ -173,12 +184,14 @@ def _feddpo(
     }
 
 
-def _dpo_clients(task: Stage2Task, tokenizer, sampling: Sampling) -> dict[str, DPOClient]:
+def dpo_clients(
+    task: Stage2Task, trains: dict[str, list[PreferencePair]], tokenizer, sampling: Sampling
+) -> dict[str, DPOClient]:
+    """FedDPO's clients: with an oracle, a share of the prompt pool each; without, their `trains` pairs."""
     types = task.client_types
     if task.oracle is None:
-        own = {cid: [p for p in task.stage1_pairs if p.client == cid] for cid in types}
         cut = sampling.max_new_tokens  # logged responses as long as a sampled one at most
-        tokens = {cid: tokenize_pairs(tokenizer, pairs, sampling, cut) for cid, pairs in own.items()}
+        tokens = {cid: tokenize_pairs(tokenizer, trains[cid], sampling, cut) for cid in types}
         return {cid: DPOClient(cid, types[cid], pairs=tokens[cid]) for cid in types}
     shares = np.array_split(np.arange(len(task.pool)), len(types))
     return {cid: DPOClient(cid, types[cid], [task.pool[j] for j in share]) for cid, share in zip(types, shares)}

@@ -11,6 +11,9 @@ import torch
 from fedpref.algorithms.registry import build_algorithm
 from fedpref.client.variational import latent_center
 from fedpref.config import load_config
+from fedpref.data.load import load_pairs
+from fedpref.data.pairs import PreferencePair
+from fedpref.data.splits import split_clients
 from fedpref.engines.loop import ask_selector, run_rounds
 from fedpref.experiments.runner import inprocess_federation
 from fedpref.experiments.setup import build_setup
@@ -57,6 +60,14 @@ def stage1_items(cfg: Stage2Config, pairs_path: Path) -> list[str]:
         f"device='{cfg.device}'",
         *s.overrides,
     ]
+
+
+def stage1_train_pairs(cfg: Stage2Config, pairs_path: Path) -> dict[str, list[PreferencePair]]:
+    """Each client's Stage 1 training split, the very draw Stage 1 trains on: its validation and test pairs
+    stay out of anything else a client trains (FedDPO's offline DPO)."""
+    ecfg = load_config(None, stage1_items(cfg, pairs_path))
+    splits = split_clients(load_pairs(ecfg), ecfg.data.val_pairs, ecfg.data.test_pairs, ecfg.seed)
+    return {s.client_id: s.train for s in splits}
 
 
 def run_stage1(
