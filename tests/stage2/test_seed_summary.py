@@ -18,8 +18,9 @@ def _rates(g1: float, g2: float) -> dict:
 
 
 def write_run(path: Path, method: str, seed: int, g1: float, g2: float, **config) -> Path:
+    base = {"name": "t", "seed": seed, "stage1": {"method": method, "rounds": 20}, "dpo": {"steps": 300}}
     results = {
-        "config": {"name": "t", "seed": seed, "stage1": {"method": method, "rounds": 20}} | config,
+        "config": base | config,
         "task": {"name": "stories", "types": ["G1", "G2"]},
         "stage1": {"by_group": {"G1": {"acc": 90.0 + seed, "base_acc": 50.0}, "G2": {"acc": 80.0, "base_acc": 70.0}}},
         "stage2": {"win_rates": _rates(g1, g2)},
@@ -77,7 +78,7 @@ def test_markdown_and_cli(runs, tmp_path, capsys):
 def test_runs_that_are_not_one_configuration_are_refused(tmp_path):
     write_run(tmp_path / "a", "FedVPA-GP", 0, 50, 50)
     write_run(tmp_path / "b", "FedVPA-GP", 1, 50, 50, dpo={"steps": 60})
-    with pytest.raises(FedprefError, match="differs from .* in more than its seed"):
+    with pytest.raises(FedprefError, match=r"differs from .* in dpo.steps, not only in its seed"):
         by_method(find_stage2_runs([tmp_path]))
     write_run(tmp_path / "c", "FedVPL", 0, 50, 50)
     write_run(tmp_path / "d", "FedVPL", 0, 50, 50)

@@ -70,18 +70,26 @@ def by_method(runs: Sequence[Stage2Run]) -> dict[str, list[Stage2Run]]:
         if len(set(seeds)) < len(seeds):
             paths = ", ".join(str(r.path) for r in group)
             raise FedprefError(f"{method}: two runs share a seed ({paths}); summarize each configuration on its own")
-        first = _without_seed(group[0].results["config"])
+        first = group[0].results["config"]
         for run in group[1:]:
-            if _without_seed(run.results["config"]) != first:
+            if keys := _differing_keys(first, run.results["config"]) - {"seed"}:
                 raise FedprefError(
-                    f"{method}: {run.path} differs from {group[0].path} in more than its seed; "
-                    "summarize each configuration on its own"
+                    f"{method}: {run.path} differs from {group[0].path} in {', '.join(sorted(keys))}, not only in "
+                    "its seed; summarize each configuration on its own"
                 )
     return groups
 
 
-def _without_seed(config: dict) -> dict:
-    return {k: v for k, v in config.items() if k != "seed"}
+def _differing_keys(a: dict, b: dict, prefix: str = "") -> set[str]:
+    """Dotted keys whose values differ between two config dicts."""
+    keys = set()
+    for key in a.keys() | b.keys():
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            keys |= _differing_keys(x, y, f"{prefix}{key}.")
+        elif x != y:
+            keys.add(prefix + key)
+    return keys
 
 
 @dataclass(frozen=True)
