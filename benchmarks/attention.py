@@ -1,7 +1,8 @@
 """The packed layer's attention three ways, forward plus backward, at the quick config's shapes.
 
-SDPA with the key mask (the default; flash on CPU), SDPA forced to its math backend, and an explicit masked
-softmax. The (N, heads, L, head size) grid comes from one batch of the first client's sequence lengths.
+SDPA with the key mask (the default; flash on CPU), SDPA forced to its math backend, an explicit masked
+softmax, and the default on bf16 copies of q, k, v (what bf16 autocast runs). The (N, heads, L, head size)
+grid comes from one batch of the first client's sequence lengths.
 
     .venv/bin/python benchmarks/attention.py [--repeats 7] [--calls 20]
 """
@@ -29,10 +30,16 @@ def sdpa_math(q, k, v, mask):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
+def sdpa_bf16(q, k, v, mask):
+    q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).float()
+
+
 VARIANTS = {
     "SDPA (default)": lambda q, k, v, mask: F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
     "SDPA math backend": sdpa_math,
     "explicit softmax": explicit,
+    "SDPA in bf16": sdpa_bf16,
 }
 
 

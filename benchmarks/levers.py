@@ -1,8 +1,9 @@
 """Each encoder speed lever against the path without it, in one run: training step time and evaluation rate.
 
 Variants, timed in alternating repeats (best and median reported): padded (`lora.pack_sequences = false`),
-packed with peft's own LoRA forward, and packed with the fused LoRA linears (the default). `--compile` adds
-the default with each packed layer under `torch.compile(dynamic=True)`, and prints its compilation time.
+packed with peft's own LoRA forward, packed with the fused LoRA linears (the default), and the latter with
+the frozen base products in bf16 (`train.precision = "bf16-frozen"`). `--compile` adds the default with each
+packed layer under `torch.compile(dynamic=True)`, and prints its compilation time.
 
     .venv/bin/python benchmarks/levers.py [--clients 3] [--steps 8] [--repeats 6] [--compile]
 """
@@ -18,25 +19,29 @@ from step_setup import step_parser, trainer_and_clients
 import fedpref.models.packed as packed
 import fedpref.models.scalar_reward as scalar_reward
 from fedpref.models.adapters import trainable_state
+from fedpref.models.frozen_bf16 import Bf16Bases
 
 FUSED = packed.fused_linear
 LAYER = packed.packed_bert_layer
+BASES = Bf16Bases()
 
 
-def peft_forward(modules, x: torch.Tensor) -> torch.Tensor:
+def peft_forward(modules, x: torch.Tensor, bf16_bases=None) -> torch.Tensor:
     return torch.cat([m(x) for m in modules], dim=-1)
 
 
-VARIANTS = {
-    "padded": (False, FUSED, LAYER),
-    "packed, peft LoRA": (True, peft_forward, LAYER),
-    "packed, fused LoRA": (True, FUSED, LAYER),
+VARIANTS = {  # (packed, LoRA linears, layer function, bf16 frozen products)
+    "padded": (False, FUSED, LAYER, False),
+    "packed, peft LoRA": (True, peft_forward, LAYER, False),
+    "packed, fused LoRA": (True, FUSED, LAYER, False),
+    "fused, bf16 frozen": (True, FUSED, LAYER, True),
 }
 
 
 def use(model, variant: tuple) -> None:
     """Switch the model's code paths to one variant (module attributes the reward model looks up per call)."""
-    model.pack_sequences, packed.fused_linear, scalar_reward.packed_bert_layer = variant
+    model.pack_sequences, packed.fused_linear, scalar_reward.packed_bert_layer, bf16 = variant
+    model.bf16_bases = BASES if bf16 else None
 
 
 def main() -> None:
@@ -45,7 +50,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="add the default with torch.compile'd packed layers")
     args = parser.parse_args()
     if args.compile:
-        VARIANTS["packed, fused, compiled"] = (True, FUSED, torch.compile(LAYER, dynamic=True))
+        VARIANTS["packed, fused, compiled"] = (True, FUSED, torch.compile(LAYER, dynamic=True), False)
     _, model, trainer, clients = trainer_and_clients(args)
     init = trainable_state(model)
     data = [(model.encode(c.train), model.encode(c.test)) for c in clients]

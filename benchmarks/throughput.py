@@ -6,11 +6,12 @@ backbone (for the selector: logits over all positions and the whole vocabulary),
 `inference_mode`. Both sides compute the same function; the script checks that their margins agree.
 
     .venv/bin/python benchmarks/throughput.py [--models minilm,stories,qwen2-0.5b] [--repeats 3] [--out FILE.json]
-        [--device cuda] [--precision bf16] [--reference-precision fp32|bf16]
+        [--device cuda] [--precision bf16|bf16-frozen] [--reference-precision fp32|bf16|bf16-frozen]
 
 On a GPU (`--device cuda`) fedpref autocasts to bf16 (train.precision 'auto'); the reference runs in fp32 as
 the papers' code does by default, or under the same bf16 autocast (`--reference-precision bf16`), which
-separates the precision lever from the others.
+separates the precision lever from the others. `--reference-precision bf16-frozen` gives the reference
+fedpref's 'bf16-frozen' lever: every frozen Linear of its backbone multiplies in bf16.
 
 The paper-size rows (`qwen2-0.5b`, `qwen2-0.5b-tldr`, `gemma-2b`) build the published architecture with
 random weights and tokenize with MiniLM's tokenizer (benchmarks/paper_models.py); the reference pads to
@@ -42,6 +43,7 @@ from fedpref.experiments.setup import load_pairs
 from fedpref.models.adapters import trainable_state
 from fedpref.models.encoded import pad
 from fedpref.models.factory import build_reward_model, resolve_device
+from fedpref.models.frozen_bf16 import frozen_bf16_matmul
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paper_models import build_paper_selector  # noqa: E402
@@ -200,16 +202,31 @@ class ReferenceSelector(torch.nn.Module):
         return torch.where(torch.tensor(flips, device=device), diff, -diff)
 
 
+def use_bf16_frozen_linears(model: torch.nn.Module) -> None:
+    """Every frozen Linear of `model` (LoRA's base layers included) multiplies by a bf16 copy of its weight."""
+    for linear in [m for m in model.modules() if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad]:
+        weight = linear.weight.detach().to(torch.bfloat16)
+
+        def forward(x: torch.Tensor, weight: torch.Tensor = weight, bias: torch.Tensor | None = linear.bias):
+            out = frozen_bf16_matmul(x.reshape(-1, x.shape[-1]), weight).view(*x.shape[:-1], -1)
+            return out if bias is None else out + bias
+
+        linear.forward = forward
+
+
 def bench_reference(
     cfg, clients, steps: int, wrapper, flips: list[bool] | None, build: Build, precision: str = "fp32"
 ) -> Side:
     """Per client: load the global LoRA weights into the PEFT model, a fresh optimizer, fixed padding;
-    `precision` 'bf16' autocasts its forward passes as fedpref does on a GPU."""
-    ours = build(cfg)
+    `precision` 'bf16' autocasts its forward passes as fedpref does on a GPU, 'bf16-frozen' multiplies by
+    every frozen weight in bf16."""
+    ours = build(replace(cfg, train=replace(cfg.train, precision="fp32")))
     device = resolve_device(cfg.device).split(":")[0]
     autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16")
     ref = wrapper(ours)
     peft_model = ours.encoder if hasattr(ours, "encoder") else ours.lm
+    if precision == "bf16-frozen":
+        use_bf16_frozen_linears(peft_model)
     global_lora = {k: v.clone() for k, v in get_peft_model_state_dict(peft_model).items()}
     head = getattr(ours, "head", None)
     global_head = {k: v.clone() for k, v in head.state_dict().items()} if head is not None else None
@@ -389,15 +406,17 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="torch device of every row: cpu, cuda, cuda:1, auto")
     parser.add_argument(
         "--precision",
-        choices=("auto", "fp32", "bf16"),
+        choices=("auto", "fp32", "bf16", "bf16-frozen"),
         default=None,
-        help="fedpref's train.precision for every row (default: the config's; 'bf16' autocasts on the CPU too)",
+        help="fedpref's train.precision for every row (default: the config's; 'bf16' autocasts on the CPU too; "
+        "'bf16-frozen': encoders' frozen base weights in bf16)",
     )
     parser.add_argument(
         "--reference-precision",
-        choices=("fp32", "bf16"),
+        choices=("fp32", "bf16", "bf16-frozen"),
         default="fp32",
-        help="the reference's forward: fp32 (the papers' code) or bf16 autocast (fedpref's 'auto' on a GPU)",
+        help="the reference's forward: fp32 (the papers' code), bf16 autocast (fedpref's 'auto' on a GPU) or "
+        "bf16 products with every frozen weight (fedpref's 'bf16-frozen')",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "throughput.json")
     args = parser.parse_args()

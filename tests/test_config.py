@@ -138,6 +138,22 @@ def test_file_mistakes_are_still_blamed_on_the_file(tmp_path):
     assert load_config(None, ["algorithm.options.FedGD.anything=1"]).algorithm.options  # the method checks these
 
 
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["train.precision='bf16-frozen'", "lora.pack_sequences=false"], "'bf16-frozen' needs lora.pack_sequences"),
+        (["train.precision='bf16-frozen'", "lora.dropout=0.05"], "'bf16-frozen' needs lora.dropout = 0"),
+        (["train.precision='bf16-frozen'", "train.compile=true"], "'train.compile' cannot be combined"),
+        (["train.precision='bf16-gemm'"], "must be one of auto, fp32, bf16, bf16-frozen"),
+    ],
+)
+def test_bf16_frozen_refuses_what_it_cannot_run_with(sets, message):
+    fits = ["train.precision='bf16-frozen'", "lora.dropout=0.0"]
+    assert load_config(None, fits).train.precision == "bf16-frozen"
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, ["lora.dropout=0.0", *sets])
+
+
 def test_unseen_clients_with_multi_cl_is_a_config_error():
     with pytest.raises(ConfigError, match="cannot go with Multi-CL"):
         load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','Multi-CL']"])

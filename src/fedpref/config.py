@@ -32,7 +32,8 @@ HEADS = ("scalar", "selector")
 DTYPES = ("fp32", "bf16", "fp16")
 PHASE2_STARTS = ("fresh", "continue")
 FEDGD_PARTITIONS = ("discovered", "true")
-PRECISIONS = ("auto", "fp32", "bf16")
+AUTOCAST_PRECISIONS = ("auto", "fp32", "bf16")  # what a forward pass under torch.autocast can be
+PRECISIONS = (*AUTOCAST_PRECISIONS, "bf16-frozen")  # train.precision
 ADDED_LATER = (("train", "grad_accumulation", 1),)  # (section, key, value that changes nothing) for digest()
 PERSONALIZATION_ADAPT = ("all", "head", "adapters")  # fedpref.client.trainer.adapted_params
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
@@ -214,8 +215,11 @@ class TrainConfig:
     weight_decay: float = _help("AdamW weight decay.", 0.0)
     eval_batch_size: int = _help("Pairs per evaluation chunk.", 64)
     precision: str = _help(
-        "'auto' (bf16 autocast on a CUDA GPU, fp32 elsewhere), 'fp32', or 'bf16' autocast for training and "
-        "evaluation; weights and AdamW stay as loaded (see docs/speed.md for when bf16 is faster on a CPU).",
+        "'auto' (bf16 autocast on a CUDA GPU, fp32 elsewhere), 'fp32', 'bf16' autocast for training and "
+        "evaluation (weights and AdamW stay as loaded), or 'bf16-frozen' (encoders with lora.pack_sequences "
+        "and lora.dropout = 0: only the products with the adapted layers' frozen base weights in bf16; LoRA, "
+        "attention, norms and AdamW in fp32; the fastest on CPUs with AMX). docs/speed.md says which is "
+        "faster where.",
         "auto",
     )
     compile: bool = _help(
@@ -733,6 +737,21 @@ def _validate_training(c: ExperimentConfig, need) -> None:
     need(0 <= c.train.beta1 < 1 and 0 <= c.train.beta2 < 1, "train.beta1/beta2", "must be in [0, 1)")
     need(c.train.eval_batch_size >= 1, "train.eval_batch_size", "must be >= 1")
     need(c.train.precision in PRECISIONS, "train.precision", f"must be one of {', '.join(PRECISIONS)}")
+    need(
+        c.train.precision != "bf16-frozen" or c.lora.pack_sequences,
+        "train.precision",
+        "'bf16-frozen' needs lora.pack_sequences = true (it runs in the packed layers' fused LoRA products)",
+    )
+    need(
+        c.train.precision != "bf16-frozen" or c.lora.dropout == 0,
+        "train.precision",
+        "'bf16-frozen' needs lora.dropout = 0 (LoRA dropout takes peft's own forward, in fp32)",
+    )
+    need(
+        not (c.train.precision == "bf16-frozen" and c.train.compile),
+        "train.compile",
+        "cannot be combined with train.precision = 'bf16-frozen' (its weight cache recompiles the layers); choose one",
+    )
     need(c.federation.rounds >= 1, "federation.rounds", "must be >= 1")
     need(c.federation.clients_per_round >= 1, "federation.clients_per_round", "must be >= 1")
     need(c.federation.checkpoint_every >= 0, "federation.checkpoint_every", "must be >= 0")

@@ -1,9 +1,10 @@
-"""Packed BERT layers: hand-checked indices, and equality with HF's padded BertLayer."""
+"""Packed BERT layers: hand-checked indices, equality with HF's padded BertLayer, bf16 frozen products."""
 
 import torch
 from transformers import BertConfig
 from transformers.models.bert.modeling_bert import BertLayer
 
+from fedpref.models.frozen_bf16 import Bf16Bases
 from fedpref.models.packed import Packing, _plain_lora, fused_linear, packed_bert_layer
 
 
@@ -109,3 +110,40 @@ def test_fused_linear_under_bf16_autocast_matches_the_modules_forward():
     assert fused.dtype == plain.dtype == torch.bfloat16
     assert torch.allclose(fused.float(), plain.float(), atol=0.1, rtol=0.02)
     assert block["q"].lora_B["default"].weight.grad is not None
+
+
+def test_fused_linear_with_bf16_bases_is_close_to_fp32_with_its_lora_gradients():
+    block = _lora_block(dropout=0.0)
+    x = torch.randn(7, 6, generator=torch.Generator().manual_seed(1))
+    modules = [block["q"], block["k"]]
+    bases = Bf16Bases()
+    outs, grads = [], []
+    for bf16_bases in (bases, None):
+        out = fused_linear(modules, x, bf16_bases)
+        (out * torch.arange(out.numel()).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append({n: p.grad.clone() for n, p in block.named_parameters() if p.requires_grad})
+        block.zero_grad()
+    (bf16, fp32), (grad_bf16, grad_fp32) = outs, grads
+    assert bf16.dtype == torch.float32 and not torch.equal(bf16, fp32)
+    assert torch.allclose(bf16, fp32, rtol=0.02, atol=0.02)
+    assert grad_bf16.keys() == grad_fp32.keys() and len(grad_bf16) == 4  # A and B of q and k
+    for name in grad_bf16:
+        assert torch.allclose(grad_bf16[name], grad_fp32[name], rtol=0.02, atol=0.05), name
+    parts = [_plain_lora(m) for m in modules]
+    weights, biases = [p[0] for p in parts], [p[1] for p in parts]
+    stacked, bias = bases.stacked(tuple(weights), tuple(biases))
+    assert stacked.dtype == torch.bfloat16 and stacked.shape == (8, 6) and bias.dtype == torch.float32
+    assert bases.stacked(tuple(weights), tuple(biases))[0] is stacked  # cast once, not per call
+    assert all(w.dtype == torch.float32 for w in weights)  # the base itself stays as loaded
+
+
+def test_bf16_bases_cast_during_evaluation_serve_a_later_backward():
+    # evaluation runs under inference_mode; a bf16 copy made there once failed training's backward
+    block = _lora_block(dropout=0.0)
+    x = torch.randn(7, 6)
+    bases = Bf16Bases()
+    with torch.inference_mode():
+        fused_linear([block["q"]], x, bases)
+    fused_linear([block["q"]], x, bases).sum().backward()
+    assert block["q"].lora_A["default"].weight.grad is not None

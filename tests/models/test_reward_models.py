@@ -196,6 +196,34 @@ def test_bf16_evaluation_is_close_to_fp32(minilm_top2):
     assert not torch.equal(bf16.margins, fp32.margins)  # the autocast really ran
 
 
+def test_bf16_frozen_trains_adapters_only_and_stays_close_to_fp32(minilm_top2):
+    cfg = config(top_layers=2, dropout=0.0)  # minilm_top2 has dropout, off in evaluation: the same function
+    cfg.train.precision = "bf16-frozen"
+    model = build_reward_model(cfg)
+    assert model.bf16_bases is not None and minilm_top2.bf16_bases is None
+    enc, state = model.encode(PAIRS), trainable_state(minilm_top2)
+    fp32 = LocalTrainer(minilm_top2, OptimConfig(lr=1e-3, batch_size=4)).evaluate(state, enc)
+    trainer = LocalTrainer(model, OptimConfig(lr=1e-2, batch_size=4, precision="bf16-frozen"))
+    bf16 = trainer.evaluate(state, enc)
+    with torch.no_grad():
+        scale = float(minilm_top2.rewards(enc.seqs).abs().max())
+    assert torch.allclose(bf16.margins, fp32.margins, atol=0.02 * scale), (bf16.margins - fp32.margins, scale)
+    assert not torch.equal(bf16.margins, fp32.margins)  # the bf16 products really ran
+    before_frozen = frozen_state(model)
+    after, _ = trainer.train(state, enc, steps=3, generator=torch.Generator().manual_seed(0))
+    assert any(not torch.equal(after[n], state[n]) for n in after if "lora_B" in n)
+    for n, p in frozen_state(model).items():
+        assert p.dtype == before_frozen[n].dtype and torch.equal(p, before_frozen[n]), n
+
+
+def test_bf16_frozen_on_a_causal_lm_is_a_config_error(stories_path):
+    cfg = config(dropout=0.0)
+    cfg.model.backbone, cfg.model.head = str(stories_path), "selector"
+    cfg.train.precision = "bf16-frozen"
+    with pytest.raises(ConfigError, match="'bf16-frozen' is for encoders"):
+        build_reward_model(cfg)
+
+
 def test_gradient_checkpointing_recomputes_layers_with_the_same_gradients(stories_path):
     grads, calls = [], []
     for checkpointing in (False, True):

@@ -27,6 +27,8 @@ def test_config_defaults_and_errors():
     assert (cfg.device, cfg.precision) == ("cpu", "auto")
     with pytest.raises(ConfigError, match="'precision' must be one of auto, fp32, bf16"):
         load_stage2_config(CONFIG, ["precision='fp16'"])
+    with pytest.raises(ConfigError, match="'precision' must be one of auto, fp32, bf16$"):
+        load_stage2_config(CONFIG, ["precision='bf16-frozen'"])  # an encoders-only setting; the policy is causal
     with pytest.raises(ConfigError, match="not a torch device"):
         load_stage2_config(CONFIG, ["device='gpu0'"])
 

@@ -24,7 +24,7 @@ class OptimConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     weight_decay: float = 0.0
-    precision: str = "fp32"  # "bf16": autocast the forward (weights and optimizer as loaded); "auto": bf16 on CUDA
+    precision: str = "fp32"  # "bf16": autocast the forward; "auto": bf16 on CUDA; "bf16-frozen": the model's own
     eval_chunk: int = 64
     adapt: str = "all"  # which trainable parameters the optimizer steps: "all", "head" or "adapters" (LoRA)
     accumulation: int = 1  # micro-batches of batch_size pairs per optimizer step (their mean gradient)

@@ -70,6 +70,11 @@ def _check_head_fits(cfg: ExperimentConfig, causal: bool) -> None:
             f"train.gradient_checkpointing needs a causal-LM backbone; {cfg.model.backbone} is an encoder, whose "
             "adapted top layers keep few activations (lora.top_layers, lora.cache_frozen_prefix)"
         )
+    if cfg.train.precision == "bf16-frozen" and causal:
+        raise ConfigError(
+            f"train.precision = 'bf16-frozen' is for encoders (packed layers); {cfg.model.backbone} is a causal LM: "
+            "use 'bf16' (autocast) or model.dtype = 'bf16'"
+        )
     if cfg.model.head == "selector" and not causal:
         raise ConfigError(
             f"model.head = 'selector' does not fit {cfg.model.backbone} (an encoder); "
@@ -92,10 +97,11 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     cls = ScalarRewardModel
     if causal:
         cls = SelectorRewardModel if cfg.model.head == "selector" else CausalScalarRewardModel
-    cache = {"cache_dir": cache_root(cfg.data.cache_dir)}
+    settings = {"cache_dir": cache_root(cfg.data.cache_dir)}
     if cls is ScalarRewardModel:
-        cache["prefix_cache_mb"] = cfg.data.prefix_cache_mb
-    model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, **cache)
+        settings["prefix_cache_mb"] = cfg.data.prefix_cache_mb
+        settings["bf16_frozen_matmuls"] = cfg.train.precision == "bf16-frozen"
+    model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, **settings)
     if cfg.train.compile and cls is ScalarRewardModel:
         model.compile_layers()
     if cfg.model.head_init_scale != 1.0:  # the untrained model's own opinions (a calibration lever)

@@ -9,6 +9,8 @@ import torch.nn.functional as F
 from peft.tuners.lora import Linear as LoraLinear
 from torch import nn
 
+from fedpref.models.frozen_bf16 import Bf16Bases, frozen_bf16_matmul
+
 
 @dataclass(frozen=True)
 class Packing:
@@ -64,28 +66,37 @@ def _plain_lora(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None, t
     return base.weight, base.bias, module.lora_A[name].weight * module.scaling[name], module.lora_B[name].weight
 
 
-def fused_linear(modules: list[nn.Module], x: torch.Tensor) -> torch.Tensor:
+def fused_linear(modules: list[nn.Module], x: torch.Tensor, bf16_bases: Bf16Bases | None = None) -> torch.Tensor:
     """(T, sum of outs): the modules applied to one (T, in) input, `cat([m(x) for m in modules], -1)` up to rounding.
 
     For LoRA Linears (as `_plain_lora` allows) this is two GEMMs and a skinny one: the base weights stacked,
     u = x [s_1 A_1; ...; s_k A_k]^T of shape (T, k r), and u times block-diagonal B accumulated into the base
     output by addmm, so the LoRA scaling acts on (T, k r), not (T, out), with no separate add pass. Anything
-    else (dropout, a disabled or merged adapter, plain Linears) takes the modules' own forward.
+    else (dropout, a disabled or merged adapter, plain Linears) takes the modules' own forward. With
+    `bf16_bases`, the frozen base product runs in bf16 (`frozen_bf16_matmul`); LoRA and the sum stay in x's dtype.
     """
     parts = [_plain_lora(m) for m in modules]
     if any(p is None for p in parts):
         return torch.cat([m(x) for m in modules], dim=-1)
     weights, biases, downs, ups = zip(*parts)
-    base = F.linear(x, torch.cat(weights), None if None in biases else torch.cat(biases))
+    if bf16_bases is None:
+        base = F.linear(x, torch.cat(weights), None if None in biases else torch.cat(biases))
+    else:
+        weight, bias = bf16_bases.stacked(weights, biases)
+        base = frozen_bf16_matmul(x, weight)
+        if bias is not None:
+            base.add_(bias)
     low_rank = (x @ torch.cat(downs).T).to(base.dtype)  # (T, k r); autocast skips in-place ops: cast by hand
     return base.addmm_(low_rank, torch.block_diag(*ups).T.to(base.dtype))  # in place: no copy of base
 
 
-def packed_self_attention(attention: nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
+def packed_self_attention(
+    attention: nn.Module, x: torch.Tensor, packing: Packing, bf16_bases: Bf16Bases | None = None
+) -> torch.Tensor:
     """(T, H) context of a `BertSelfAttention` on packed tokens; q, k, v are projected without padding."""
     n, longest = packing.shape
     heads, size = attention.num_attention_heads, attention.attention_head_size
-    qkv = fused_linear([attention.query, attention.key, attention.value], x)  # (T, 3 H)
+    qkv = fused_linear([attention.query, attention.key, attention.value], x, bf16_bases)  # (T, 3 H)
     q, k, v = packing.to_grid(qkv).view(n, longest, 3, heads, size).permute(2, 0, 3, 1, 4)  # (N, heads, L, size)
     dropout = attention.dropout.p if attention.training else 0.0
     context = F.scaled_dot_product_attention(
@@ -94,14 +105,20 @@ def packed_self_attention(attention: nn.Module, x: torch.Tensor, packing: Packin
     return packing.from_grid(context.transpose(1, 2).reshape(n, longest, heads * size))
 
 
-def _dense_residual_norm(block: nn.Module, h: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+def _dense_residual_norm(
+    block: nn.Module, h: torch.Tensor, residual: torch.Tensor, bf16_bases: Bf16Bases | None
+) -> torch.Tensor:
     """`BertSelfOutput` / `BertOutput`: LayerNorm(dropout(dense(h)) + residual)."""
-    return block.LayerNorm(block.dropout(fused_linear([block.dense], h)) + residual)
+    return block.LayerNorm(block.dropout(fused_linear([block.dense], h, bf16_bases)) + residual)
 
 
-def packed_bert_layer(layer: nn.Module, x: torch.Tensor, packing: Packing) -> torch.Tensor:
-    """A `BertLayer` (self-attention, output, feed-forward; the same submodules) on (T, H) packed tokens."""
+def packed_bert_layer(
+    layer: nn.Module, x: torch.Tensor, packing: Packing, bf16_bases: Bf16Bases | None = None
+) -> torch.Tensor:
+    """A `BertLayer` (self-attention, output, feed-forward; the same submodules) on (T, H) packed tokens;
+    `bf16_bases` as in `fused_linear`."""
     attention = layer.attention
-    hidden = _dense_residual_norm(attention.output, packed_self_attention(attention.self, x, packing), x)
-    inner = layer.intermediate.intermediate_act_fn(fused_linear([layer.intermediate.dense], hidden))
-    return _dense_residual_norm(layer.output, inner, hidden)
+    context = packed_self_attention(attention.self, x, packing, bf16_bases)
+    hidden = _dense_residual_norm(attention.output, context, x, bf16_bases)
+    inner = layer.intermediate.intermediate_act_fn(fused_linear([layer.intermediate.dense], hidden, bf16_bases))
+    return _dense_residual_norm(layer.output, inner, hidden, bf16_bases)

@@ -11,6 +11,7 @@ from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
 from fedpref.models.adapters import adapted_layers, add_lora
 from fedpref.models.encoded import EncodedPairs, pad
+from fedpref.models.frozen_bf16 import Bf16Bases
 from fedpref.models.packed import Packing, packed_bert_layer
 from fedpref.models.prefix_cache import PrefixCache, modules_fingerprint
 from fedpref.models.scalar_head import ScalarHeadRewardModel, scalar_head
@@ -29,7 +30,9 @@ class ScalarRewardModel(ScalarHeadRewardModel):
     layers run on the batch's real tokens only (`fedpref.models.packed`), also equal
     up to rounding. With `cache_dir`, token ids come from a disk cache
     (`fedpref.models.token_cache`) when the texts were seen, and with `prefix_cache_mb` > 0 also the
-    frozen prefix's hidden states (`fedpref.models.prefix_cache`), for encode calls up to that size.
+    frozen prefix's hidden states (`fedpref.models.prefix_cache`), for encode calls up to that size. With
+    `bf16_frozen_matmuls` (train.precision 'bf16-frozen', packed only), the adapted layers multiply by their
+    frozen base weights in bf16 (`fedpref.models.frozen_bf16`); everything else stays fp32.
     """
 
     def __init__(
@@ -41,6 +44,7 @@ class ScalarRewardModel(ScalarHeadRewardModel):
         generator: torch.Generator,
         cache_dir: str | Path | None = None,
         prefix_cache_mb: int = 0,
+        bf16_frozen_matmuls: bool = False,
     ):
         super().__init__()
         self.cache_dir = cache_dir
@@ -50,6 +54,9 @@ class ScalarRewardModel(ScalarHeadRewardModel):
         if self.cache_prefix and cache_dir and prefix_cache_mb > 0:
             self.prefix_cache = PrefixCache(Path(cache_dir), self._prefix_fingerprint, prefix_cache_mb * 2**20)
         self.pack_sequences = lora.pack_sequences
+        if bf16_frozen_matmuls and (not self.pack_sequences or lora.dropout > 0):
+            raise ValueError("bf16 frozen matmuls run in the fused LoRA path: packed sequences, no LoRA dropout")
+        self.bf16_bases = Bf16Bases() if bf16_frozen_matmuls else None
         self.compiled_layer = None  # packed_bert_layer under torch.compile, set by compile_layers
         self.encoder = add_lora(backbone, lora, causal=False)
         self.tokenizer = tokenizer
@@ -143,7 +150,7 @@ class ScalarRewardModel(ScalarHeadRewardModel):
             hidden = packing.from_grid(self._embed(ids.to(device)))
         layer_fn = self.compiled_layer or packed_bert_layer
         for i in layers:
-            hidden = layer_fn(self.bert.encoder.layer[i], hidden, packing)
+            hidden = layer_fn(self.bert.encoder.layer[i], hidden, packing, self.bf16_bases)
         return hidden, packing
 
     def compile_layers(self) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpref.config import PRECISIONS, _build, _help, option_help, read_toml
+from fedpref.config import AUTOCAST_PRECISIONS, _build, _help, option_help, read_toml
 from fedpref.errors import ConfigError
 from fedpref.models.factory import check_device
 
@@ -164,7 +164,7 @@ def validate_stage2(c: Stage2Config, source: str) -> None:
         if not ok:
             raise ConfigError(f"{source}: '{key}' {problem}")
 
-    need(c.precision in PRECISIONS, "precision", f"must be one of {', '.join(PRECISIONS)}")
+    need(c.precision in AUTOCAST_PRECISIONS, "precision", f"must be one of {', '.join(AUTOCAST_PRECISIONS)}")
     try:
         check_device(c.device)
     except ConfigError as e:
