@@ -4,6 +4,8 @@ The reference trains a client the way the papers' public code does: load the glo
 a PEFT model, create a fresh optimizer, pad every batch to the fixed maximum length, run the whole
 backbone (for the selector: logits over all positions and the whole vocabulary), evaluate without
 `inference_mode`. Both sides compute the same function; the script checks that their margins agree.
+fedpref's side trains on new batches in every repeat, as a real run does (the reference pads every batch to
+one length, so its shapes never change).
 
     .venv/bin/python benchmarks/throughput.py [--models minilm,stories,qwen2-0.5b] [--repeats 3] [--out FILE.json]
         [--device cuda] [--precision bf16|bf16-frozen] [--reference-precision fp32|bf16|bf16-frozen]
@@ -22,6 +24,7 @@ that a repeat takes minutes on 2 cores.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import statistics
@@ -115,10 +118,12 @@ def bench_fedpref(cfg, clients, steps: int, build: Build = build_reward_model) -
     encoded = [(model.encode(s.train), model.encode(s.test)) for s in clients]
     setup_s = time.perf_counter() - setup_s  # tokenization and frozen prefix: once per run, not per round
     trainer.train(init, encoded[0][0], 1, torch.Generator().manual_seed(0))  # warm-up
+    repeat = itertools.count(1)
 
     def train_all() -> None:
+        seed = next(repeat)  # new batches in every repeat, as in a real run's rounds: new packed lengths
         for t, _ in encoded:
-            trainer.train(init, t, steps, torch.Generator().manual_seed(1))
+            trainer.train(init, t, steps, torch.Generator().manual_seed(seed))
 
     def eval_all() -> None:
         for _, e in encoded:
