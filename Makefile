@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint reproduce figures clean-venv
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-embedded.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-embedded.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 

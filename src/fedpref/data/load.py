@@ -86,8 +86,10 @@ def _chat_tokenizer(name: str) -> Any | None:
         return None
     from transformers import AutoTokenizer
 
+    from fedpref.embedded import resolve_backbone
+
     try:
-        return AutoTokenizer.from_pretrained(name)
+        return AutoTokenizer.from_pretrained(resolve_backbone(name))
     except (OSError, ValueError):
         return None  # building the model reports an unloadable backbone, with its own message
 

