@@ -7,7 +7,7 @@ backbone (for the selector: logits over all positions and the whole vocabulary),
 fedpref's side trains on new batches in every repeat, as a real run does (the reference pads every batch to
 one length, so its shapes never change).
 
-    .venv/bin/python benchmarks/throughput.py [--models minilm,stories,qwen2-0.5b] [--repeats 3] [--out FILE.json]
+    .venv/bin/python benchmarks/throughput.py [--models minilm,stories,smollm2,qwen2-0.5b] [--repeats 3] [--out FILE.json]
         [--device cuda] [--precision bf16|bf16-frozen] [--reference-precision fp32|bf16|bf16-frozen]
 
 On a GPU (`--device cuda`) fedpref autocasts to bf16 (train.precision 'auto'); the reference runs in fp32 as
@@ -15,6 +15,8 @@ the papers' code does by default, or under the same bf16 autocast (`--reference-
 separates the precision lever from the others. `--reference-precision bf16-frozen` gives the reference
 fedpref's 'bf16-frozen' lever: every frozen Linear of its backbone multiplies in bf16.
 
+The `smollm2` row is the embedded SmolLM2-135M-Instruct (real pretrained weights, the 4-bit GGUF dequantized)
+as the A/B selector with LoRA on all 30 layers, the papers' adapter placement, on the quick config's pairs.
 The paper-size rows (`qwen2-0.5b`, `qwen2-0.5b-tldr`, `gemma-2b`) build the published architecture with
 random weights and tokenize with MiniLM's tokenizer (benchmarks/paper_models.py); the reference pads to
 1024 tokens as FedBiscuit's public configs do; they train fewer clients, steps and pairs (--paper-*) so
@@ -398,7 +400,7 @@ def main() -> None:
     parser.add_argument(
         "--models",
         default="minilm,stories,qwen2-0.5b,qwen2-0.5b-tldr",
-        help=f"rows to run, comma-separated: minilm, stories, {', '.join(PAPER_ROWS)}",
+        help=f"rows to run, comma-separated: minilm, stories, smollm2, {', '.join(PAPER_ROWS)}",
     )
     parser.add_argument("--clients", type=int, default=5, help="clients trained per setting (one round)")
     parser.add_argument("--steps", type=int, default=8, help="local steps per client")
@@ -408,6 +410,9 @@ def main() -> None:
     parser.add_argument("--paper-batch", type=int, default=2, help="batch of a paper-size row (papers: 16)")
     parser.add_argument("--paper-length", type=int, default=1024, help="max tokens of a paper-size row")
     parser.add_argument("--paper-eval-pairs", type=int, default=8, help="test pairs per client of a paper-size row")
+    parser.add_argument("--smollm2-clients", type=int, default=2, help="clients of the smollm2 row")
+    parser.add_argument("--smollm2-steps", type=int, default=4, help="local steps per client of the smollm2 row")
+    parser.add_argument("--smollm2-length", type=int, default=256, help="max tokens of the smollm2 row")
     parser.add_argument("--device", default="cpu", help="torch device of every row: cpu, cuda, cuda:1, auto")
     parser.add_argument(
         "--precision",
@@ -426,7 +431,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "throughput.json")
     args = parser.parse_args()
     rows = args.models.split(",")
-    unknown = sorted(set(rows) - {"minilm", "stories", *PAPER_ROWS})
+    unknown = sorted(set(rows) - {"minilm", "stories", "smollm2", *PAPER_ROWS})
     if unknown:
         parser.error(f"unknown --models {', '.join(unknown)}")
     device = resolve_device(args.device)
@@ -468,6 +473,23 @@ def main() -> None:
             args.steps,
             ReferenceSelector,
             args.repeats,
+            reference_precision=args.reference_precision,
+        )
+    if "smollm2" in rows:
+        sel = load_config(
+            args.config,
+            ["model.backbone='smollm2'", "model.head='selector'", "lora.top_layers=0", "lora.dropout=0.05"]
+            + [f"data.max_length={args.smollm2_length}"]
+            + on_device,
+        )
+        results["smollm2_selector"] = compare(
+            "SmolLM2-135M-Instruct A/B selector (real weights, LoRA on all 30 layers)",
+            sel,
+            args.smollm2_clients,
+            args.smollm2_steps,
+            ReferenceSelector,
+            args.repeats,
+            test_pairs=args.paper_eval_pairs,
             reference_precision=args.reference_precision,
         )
     for row in (r for r in rows if r in PAPER_ROWS):
