@@ -7,7 +7,8 @@ backbone (for the selector: logits over all positions and the whole vocabulary),
 fedpref's side trains on new batches in every repeat, as a real run does (the reference pads every batch to
 one length, so its shapes never change).
 
-    .venv/bin/python benchmarks/throughput.py [--models minilm,stories,smollm2,qwen2-0.5b] [--repeats 3] [--out FILE.json]
+    .venv/bin/python benchmarks/throughput.py [--models minilm,stories,smollm2,qwen2-0.5b] [--repeats 3]
+        [--out FILE.json]
         [--device cuda] [--precision bf16|bf16-frozen] [--reference-precision fp32|bf16|bf16-frozen]
 
 On a GPU (`--device cuda`) fedpref autocasts to bf16 (train.precision 'auto'); the reference runs in fp32 as
