@@ -110,7 +110,16 @@ def test_offline_dpo_trains_the_adapters_only(stories_path, hh_folder):
 
 def test_config_refuses_the_oracle_on_hh():
     cfg = load_stage2_config(CONFIG)
-    assert (cfg.task.name, cfg.eval.judges, cfg.eval.chat_focus) == ("hh", ["selector"], "per_type")
+    assert (cfg.task.name, cfg.eval.judges, cfg.eval.chat_focus) == (
+        "hh",
+        ["selector", "reward_model", "lm"],
+        "per_type",
+    )
+    assert (cfg.policy_path, cfg.generation.eos_token_id, cfg.generation.chat_template) == ("smollm2", 2, True)
+    with pytest.raises(ConfigError, match=r"\['lm'\] need held-out labelled pairs: task 'hh' only"):
+        load_stage2_config(CONFIG, ["task.name='story'", "eval.judges=['lm']"])
+    with pytest.raises(ConfigError, match="'eval.lm_orders' must be 1 or 2"):
+        load_stage2_config(CONFIG, ["eval.lm_orders=3"])
     with pytest.raises(ConfigError, match="'eval.judges' cannot use 'oracle' on task 'hh'"):
         load_stage2_config(CONFIG, ["eval.judges=['oracle']"])
     with pytest.raises(ConfigError, match="'dpo.reward' must be 'selector' on task 'hh'"):
@@ -130,10 +139,10 @@ def test_unseen_clients_are_judged_as_their_type(hh_folder):
     stage1 = Stage1Result(None, {k: torch.zeros(2) for k in keys}, {}, None, ["c01", "c03"])
     task = hh_task(hh_folder, clients_per_type=2, pairs_per_client=4, eval_prompts=3, seed=0)
     cfg = load_stage2_config(CONFIG, ["eval.judges=['chat']", "eval.chat_url='http://127.0.0.1:9/v1'"])
-    chat = build_judges(cfg, task, stage1)["chat"]
+    chat = build_judges(cfg, task, stage1)[0]["chat"]
     assert chat.templates == {k: focused_template(k.split()[0]) for k in keys}
     cfg = load_stage2_config(CONFIG, ["eval.judges=['chat']", "eval.chat_url='x'", "eval.chat_focus='paper'"])
-    assert build_judges(cfg, task, stage1)["chat"].templates == {}
+    assert build_judges(cfg, task, stage1)[0]["chat"].templates == {}
 
 
 def test_tiny_hh_end_to_end_via_cli_with_unseen_clients(stories_path, tmp_path, capsys):
@@ -157,6 +166,9 @@ def test_tiny_hh_end_to_end_via_cli_with_unseen_clients(stories_path, tmp_path, 
         "feddpo.rounds=1",
         "feddpo.clients_per_round=2",
         "feddpo.local_steps=1",
+        "generation.eos_token_id=1",  # stories260K's, without a chat template
+        "generation.chat_template=false",
+        "eval.judges=['selector']",
     ]
     from fedpref.cli import main
 

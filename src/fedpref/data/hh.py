@@ -55,6 +55,20 @@ def split_hh(chosen: str, rejected: str) -> Triple | None:
     return None if good == bad else (chosen[:end].strip(), good, bad)
 
 
+def hh_messages(prompt: str) -> list[dict[str, str]]:
+    """An HH transcript prompt ("Human: ... \\n\\nAssistant: ... \\n\\nHuman: ... \\n\\nAssistant:") as chat
+    messages [{"role": "user" | "assistant", "content": ...}], the open last Assistant turn dropped; text without
+    a "Human:" turn is one user message."""
+    turns = re.split(r"(?:^|\n\n)(Human|Assistant):", prompt.strip())
+    if len(turns) < 3:
+        return [{"role": "user", "content": prompt.strip()}]
+    roles = {"Human": "user", "Assistant": "assistant"}
+    messages = [{"role": roles[who], "content": text.strip()} for who, text in zip(turns[1::2], turns[2::2])]
+    if messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
+        messages.pop()
+    return messages
+
+
 def _hh_local_files(folder: Path) -> dict[str, list[tuple[str, Path]]]:
     """Subset -> [(split, file)] from {subset}.{split}.jsonl.gz and {subset}/…"""
     if not folder.is_dir():

@@ -12,7 +12,8 @@ from fedpref.models.factory import check_device
 
 TASKS = ("story", "hh")
 REWARDS = ("selector", "oracle")
-JUDGES = ("oracle", "selector", "chat")
+JUDGES = ("oracle", "selector", "chat", "reward_model", "lm")
+HELD_OUT_JUDGES = ("reward_model", "lm")  # judged and measured on pairs no client or training step sees (hh)
 CHAT_FOCUS = ("per_type", "paper")
 
 
@@ -81,7 +82,12 @@ class GenerationConfig:
         "room for max_new_tokens in the policy's context (stories260K: 512 positions).",
         0,
     )
-    eos_token_id: int = _help("Token that ends a response (stories260K: 1, its <s>).", 1)
+    eos_token_id: int = _help("Token that ends a response (stories260K: 1, its <s>; SmolLM2: 2, <|im_end|>).", 1)
+    chat_template: bool = _help(
+        "Render each prompt as chat turns with the policy tokenizer's chat template (an instruct model such as "
+        "SmolLM2; HH transcripts become user/assistant turns, too long a conversation loses its earliest turns).",
+        False,
+    )
 
 
 @dataclass
@@ -122,13 +128,44 @@ class EvalConfig:
     )
     chat_model: str = _help("chat judge: model name (App. D.2: gpt-4o-mini).", "gpt-4o-mini")
     chat_key_env: str = _help("chat judge: environment variable holding the API key ('' for none).", "OPENAI_API_KEY")
+    judge_train_pairs: int = _help(
+        "reward_model judge (hh): held-out pairs per type it trains on: helpfulness from helpful-online and "
+        "helpful-rejection-sampled, harmlessness from harmless-base pairs no client was dealt (App. C.3.2).",
+        400,
+    )
+    judge_test_pairs: int = _help(
+        "reward_model and lm judges (hh): further held-out pairs per type on which their agreement with the human "
+        "labels is measured and reported.",
+        100,
+    )
+    reward_model_backbone: str = _help(
+        "reward_model judge: its backbone (any model.backbone: 'minilm', 'smollm2', a folder or hub id).", "minilm"
+    )
+    reward_model_head: str = _help("reward_model judge: its model.head ('scalar', 'selector', ...).", "scalar")
+    reward_model_max_length: int = _help("reward_model judge: its data.max_length.", 256)
+    reward_model_steps: int = _help("reward_model judge: training steps per type (batch and lr: the defaults).", 200)
+    lm_model: str = _help(
+        "lm judge: the causal LM asked App. D.2's question ('smollm2': the embedded SmolLM2-135M-Instruct; a "
+        "folder, .gguf file or hub id); it reads the next-token logits of 'A' and 'B'.",
+        "smollm2",
+    )
+    lm_orders: int = _help(
+        "lm judge: 1 reads each pair once, the policy's response as RESPONSE A (the paper's order); 2 also reads "
+        "it swapped and adds the margins, which cancels the judge's preference for a position.",
+        2,
+    )
+    lm_max_tokens: int = _help("lm judge: the conversation and each response cut to their last this many tokens.", 256)
 
 
 @dataclass
 class Stage2Config:
     name: str = _help("Run name (default output folder runs/<name>).", "stage2")
     seed: int = _help("Seed of prompts, data, sampling and initialization.", 0)
-    policy_path: str = _help("Local Hugging Face causal LM folder of the policy.", "../shared/models/stories260K/hf")
+    policy_path: str = _help(
+        "The policy: 'smollm2' (the embedded SmolLM2-135M-Instruct), a .gguf file, a local Hugging Face causal LM "
+        "folder or, online, a hub id.",
+        "../shared/models/stories260K/hf",
+    )
     device: str = _help(
         "Torch device of the whole pipeline: 'cpu', 'cuda', 'cuda:1', 'mps' or 'auto' (a GPU where there is one); "
         "Stage 1 gets it too unless stage1.overrides names its own `device=`.",
@@ -204,6 +241,15 @@ def validate_stage2(c: Stage2Config, source: str) -> None:
     bad = [j for j in c.eval.judges if j not in JUDGES]
     need(not bad, "eval.judges", f"has unknown judge(s) {bad}; choose from {', '.join(JUDGES)}")
     need("chat" not in c.eval.judges or bool(c.eval.chat_url), "eval.chat_url", "is required for the chat judge")
+    held_out = [j for j in c.eval.judges if j in HELD_OUT_JUDGES]
+    need(not held_out or not story, "eval.judges", f"{held_out} need held-out labelled pairs: task 'hh' only")
+    need(c.eval.judge_train_pairs >= 1 and c.eval.judge_test_pairs >= 1, "eval.judge_*_pairs", "must be >= 1")
+    need(c.eval.lm_orders in (1, 2), "eval.lm_orders", "must be 1 or 2")
+    need(
+        c.eval.reward_model_steps >= 1 and c.eval.lm_max_tokens >= 16,
+        "eval.reward_model_steps/lm_max_tokens",
+        "must be >= 1 / >= 16",
+    )
 
 
 def option_rows() -> list[tuple[str, str, str]]:

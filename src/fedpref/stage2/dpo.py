@@ -145,7 +145,7 @@ def tokenize_pairs(
     """Token ids of logged (prompt, chosen, rejected) pairs as the policy would have produced them: the prompt as
     `sample` feeds it (its last `sampling.max_prompt_tokens`), each response's first `max_response_tokens` and the
     eos token where the response ends within them."""
-    prompts = prompt_token_ids(tokenizer, [p.prompt for p in pairs], sampling.max_prompt_tokens)
+    prompts = prompt_token_ids(tokenizer, [p.prompt for p in pairs], sampling.max_prompt_tokens, sampling.chat_template)
 
     def response(text: str) -> list[int]:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]

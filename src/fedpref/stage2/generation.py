@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from fedpref.data.hh import hh_messages
 from fedpref.stage2.policy import PAD_ID, ConditionalPolicy
 
 
@@ -20,6 +21,7 @@ class Sampling:
     max_new_tokens: int = 48
     eos_token_id: int = 1  # stories260K ends a story with <s> (id 1), not </s>
     max_prompt_tokens: int = 0  # keep the prompt's last this many tokens (0: all), room for the response
+    chat_template: bool = False  # render prompts as chat turns with the tokenizer's template (an instruct model)
 
 
 @dataclass
@@ -31,10 +33,33 @@ class Samples:
     texts: list[str]
 
 
-def prompt_token_ids(tokenizer, prompts: Sequence[str], max_tokens: int = 0) -> list[list[int]]:
-    """Each prompt's token ids; with `max_tokens`, only its last `max_tokens` (a conversation's latest turns)."""
-    ids = [tokenizer(p)["input_ids"] for p in prompts]
-    return [x[-max_tokens:] for x in ids] if max_tokens else ids
+def prompt_token_ids(tokenizer, prompts: Sequence[str], max_tokens: int = 0, chat: bool = False) -> list[list[int]]:
+    """Each prompt's token ids; with `max_tokens`, only its last `max_tokens` (a conversation's latest turns).
+
+    `chat`: the prompt's turns (`hh_messages`) through the tokenizer's chat template, ending with the assistant's
+    generation prompt; too long a conversation loses its earliest turns first, then its first tokens.
+    """
+    if not chat:
+        ids = [tokenizer(p)["input_ids"] for p in prompts]
+        return [x[-max_tokens:] for x in ids] if max_tokens else ids
+    return [chat_token_ids(tokenizer, hh_messages(p), max_tokens) for p in prompts]
+
+
+def chat_token_ids(tokenizer, messages: list[dict[str, str]], max_tokens: int = 0) -> list[int]:
+    """The chat template's ids of `messages` plus the generation prompt, earliest turns dropped to fit."""
+
+    def render(turns: list[dict[str, str]]) -> list[int]:
+        return tokenizer(
+            tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False), add_special_tokens=False
+        )["input_ids"]
+
+    ids = render(messages)
+    while max_tokens and len(ids) > max_tokens and len(messages) > 1:
+        messages = messages[1:]
+        while len(messages) > 1 and messages[0]["role"] == "assistant":  # a conversation opens with the user
+            messages = messages[1:]
+        ids = render(messages)
+    return ids[-max_tokens:] if max_tokens else ids
 
 
 def cut_at_eos(ids: list[int], eos: int) -> list[int]:
@@ -56,7 +81,7 @@ def sample(
 
     Seeded: the same seed, prompts and weights give the same samples (the global RNG is forked).
     """
-    per_prompt = prompt_token_ids(tokenizer, prompts, settings.max_prompt_tokens)
+    per_prompt = prompt_token_ids(tokenizer, prompts, settings.max_prompt_tokens, settings.chat_template)
     rows = [ids for ids in per_prompt for _ in range(settings.num_samples)]
     width = max(len(r) for r in rows)
     input_ids = torch.tensor([[PAD_ID] * (width - len(r)) + r for r in rows])  # left-padded

@@ -14,13 +14,14 @@ import torch
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
 from fedpref.models.factory import resolve_device
-from fedpref.stage2.config import Stage2Config
+from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config
 from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
 from fedpref.stage2.evaluate import win_rates
 from fedpref.stage2.feddpo import DPOClient, FedSettings, run_feddpo
 from fedpref.stage2.generation import Sampling, sample
+from fedpref.stage2.held_out_judges import agreement, judge_model_config, lm_judge, train_reward_judges
 from fedpref.stage2.hh_task import hh_task
-from fedpref.stage2.judges import ChatJudge, Judge, MarginJudge, OracleJudge, focused_template
+from fedpref.stage2.judges import PAPER_QUALITY, ChatJudge, Judge, MarginJudge, OracleJudge, focused_template
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
 from fedpref.stage2.progress import Log, round_reporter, step_reporter
 from fedpref.stage2.selector import SelectorMargins
@@ -38,14 +39,18 @@ def client_types(cfg: Stage2Config) -> dict[str, str]:
 
 def sampling_of(cfg: Stage2Config) -> Sampling:
     g = cfg.generation
-    return Sampling(g.temperature, g.top_p, g.num_samples, g.max_new_tokens, g.eos_token_id, g.max_prompt_tokens)
+    return Sampling(
+        g.temperature, g.top_p, g.num_samples, g.max_new_tokens, g.eos_token_id, g.max_prompt_tokens, g.chat_template
+    )
 
 
 def build_task(cfg: Stage2Config, policy: ConditionalPolicy, tokenizer) -> Stage2Task:
     """The configured task; the story task's Stage 1 data are the base policy's own samples."""
     t = cfg.task
     if t.name == "hh":
-        return hh_task(t.data_path, t.clients_per_type, t.prompts_per_client, t.eval_prompts, cfg.seed)
+        e = cfg.eval
+        sizes = (e.judge_train_pairs, e.judge_test_pairs) if set(e.judges) & set(HELD_OUT_JUDGES) else (0, 0)
+        return hh_task(t.data_path, t.clients_per_type, t.prompts_per_client, t.eval_prompts, cfg.seed, sizes)
     prompts = story_prompts(cfg.seed)
     eval_prompts, pool = prompts[: t.eval_prompts], prompts[t.eval_prompts :]
     pairs = make_stage1_pairs(policy, tokenizer, cfg, pool)
@@ -66,21 +71,42 @@ def make_stage1_pairs(policy, tokenizer, cfg: Stage2Config, pool: list[str]) -> 
     return pairs
 
 
-def build_judges(cfg: Stage2Config, task: Stage2Task, stage1: Stage1Result) -> dict[str, Judge]:
+def build_judges(
+    cfg: Stage2Config, task: Stage2Task, stage1: Stage1Result, log: Log = lambda line: None
+) -> tuple[dict[str, Judge], dict]:
     """The configured judges, each answering for every context key (a type, or its unseen clients) as for its
-    type; the selector judge reads the key's own z."""
-    keys, judges = list(stage1.latents), {}
-    for name in cfg.eval.judges:
+    type; the selector judge reads the key's own z. Also each held-out judge's measured agreement with the
+    human labels of the task's held-out test pairs ({judge: {type: summary}})."""
+    keys, judges, agreements, e = list(stage1.latents), {}, {}, cfg.eval
+    focus = task.chat_focus if e.chat_focus == "per_type" else {}
+    templates = {key: focused_template(focus[type_of(key)]) for key in keys if type_of(key) in focus}
+    tests = {group: test for group, (_, test) in task.judge_pairs.items()}
+    for name in e.judges:
         if name == "oracle":
             judges[name] = OracleJudge({key: task.oracle[type_of(key)] for key in keys})
         elif name == "selector":
             judges[name] = MarginJudge(SelectorMargins(stage1.selector, stage1.latents))
-        else:
-            e = cfg.eval
-            focus = task.chat_focus if e.chat_focus == "per_type" else {}
-            templates = {key: focused_template(focus[type_of(key)]) for key in keys if type_of(key) in focus}
+        elif name == "chat":
             judges[name] = ChatJudge(e.chat_url, e.chat_model, api_key_env=e.chat_key_env, templates=templates)
-    return judges
+        elif name == "reward_model":
+            device = resolve_device(cfg.device)
+            model_cfg = judge_model_config(
+                e.reward_model_backbone,
+                e.reward_model_head,
+                e.reward_model_max_length,
+                e.reward_model_steps,
+                device,
+                cfg.seed,
+            )
+            judges[name], agreements[name] = train_reward_judges(model_cfg, task.judge_pairs)
+        else:
+            by_type = {t: focused_template(focus.get(t, PAPER_QUALITY)) for t in task.types}
+            judges[name] = lm_judge(e.lm_model, by_type, e.lm_orders, e.lm_max_tokens, resolve_device(cfg.device))
+            agreements[name] = agreement(judges[name], tests)
+        if name in agreements:
+            shown = {g: f"{r['win_rate']}% {r['ci95']}" for g, r in agreements[name].items()}
+            log(f"judge {name}: agreement with held-out human labels {shown}")
+    return judges, agreements
 
 
 def dpo_settings(cfg: Stage2Config) -> DPOSettings:
@@ -126,7 +152,9 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     if "unseen" in results["stage1"]:
         log(f"stage 1 on unseen clients (z inferred): {json.dumps(results['stage1']['unseen']['by_group'])}")
 
-    judges = build_judges(cfg, task, stage1)
+    judges, agreements = build_judges(cfg, task, stage1, log)
+    if agreements:
+        results["judges"] = {"agreement": agreements}
     reward = judges.get("selector") or MarginJudge(SelectorMargins(stage1.selector, stage1.latents))
     labeler = reward if cfg.dpo.reward == "selector" else OracleJudge(task.oracle)
     contexts = {g: stage1.latents[g] for g in task.types}  # DPO trains on the seen clients' z only

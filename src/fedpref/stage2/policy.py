@@ -14,10 +14,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from fedpref.client.trainer import bf16_autocast
 from fedpref.config import LoraConfig
+from fedpref.embedded import EMBEDDED, resolve_backbone
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import add_lora
 
-PAD_ID = 0  # stories260K has no pad token; <unk> (id 0) pads (../shared/models/README.md)
+# Pads every batch: stories260K has no pad token, its <unk> is id 0; SmolLM2's id 0 is <|endoftext|>, which it
+# never samples inside a chat reply. Attention masks hide padding either way.
+PAD_ID = 0
 
 
 class ConditionalPolicy(nn.Module):
@@ -111,15 +114,21 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]) -
 
 
 def load_lm(path: str | Path, device: str = "cpu") -> tuple[nn.Module, object]:
-    """A local causal LM on `device` and its tokenizer, with <unk> (id 0) as pad token and left padding for
-    generation."""
-    path = Path(path)
-    if not (path / "config.json").is_file():
-        raise ConfigError(f"{path}: not a Hugging Face model folder (no config.json)")
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    """A causal LM on `device` and its tokenizer, with id 0 as pad token and left padding for generation.
+
+    `path` is an embedded model's name (`smollm2`: the packaged SmolLM2-135M-Instruct GGUF, converted once and
+    cached), a `.gguf` file, a local Hugging Face folder or, online, a hub id.
+    """
+    name = str(path)
+    folder = Path(resolve_backbone(name))
+    local = folder.exists() or name in EMBEDDED or name.startswith((".", "/", "~"))
+    if local and not (folder / "config.json").is_file():
+        raise ConfigError(f"{name}: not a Hugging Face model folder (no config.json)")
+    source = folder if local else name  # a hub id (online only)
+    tokenizer = AutoTokenizer.from_pretrained(source)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.convert_ids_to_tokens(PAD_ID)
     tokenizer.padding_side = "left"
-    lm = AutoModelForCausalLM.from_pretrained(path).to(device)
+    lm = AutoModelForCausalLM.from_pretrained(source).to(device)
     lm.config.pad_token_id = tokenizer.pad_token_id
     return lm, tokenizer

@@ -20,8 +20,9 @@ class Stage2Task:
     """One task's preference types, Stage 1 data and prompts.
 
     `pool` feeds the server's conditional DPO and `eval_prompts` the win rates: both are prompts no client holds
-    (only adapters travel). `oracle` is None where no exact utility exists (real data); `chat_focus` names, per
-    type, the quality a chat judge is asked about (empty: the paper's App. D.2 question for every type).
+    (only adapters travel); `judge_pairs` hold labels that no client and no training step sees. `oracle` is None
+    where no exact utility exists (real data); `chat_focus` names, per type, the quality a chat judge is asked
+    about (empty: the paper's App. D.2 question for every type).
     """
 
     types: tuple[str, ...]
@@ -31,6 +32,9 @@ class Stage2Task:
     pool: list[str]
     oracle: Scores | None = None
     chat_focus: dict[str, str] = field(default_factory=dict)
+    # type -> (train, test) labelled pairs that no client holds and whose prompts are not win-rate prompts: the
+    # held-out judges' own data (trained on `train`, their agreement with human labels measured on `test`)
+    judge_pairs: dict[str, tuple[list[PreferencePair], list[PreferencePair]]] = field(default_factory=dict)
 
 
 SIZE_WORDS = ("big", "huge", "large", "giant", "tall", "enormous")
