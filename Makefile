@@ -294,6 +294,23 @@ $(STAGE2_METHODS): reproduce-stage2-%: $(STAMP)
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref stage2 configs/stage2/stories.toml --set "stage1.method='$*'" \
 		$(STAGE2_SET) --seeds $(STAGE2_SEEDS) --out $(REPRO)/stage2/$*
 
+# The real pretrained LLM: the embedded SmolLM2-135M-Instruct (a 4-bit quantized 135M model, not the papers'
+# 0.5B-2B) as the A/B selector of FedVPA-GP's Stage 1 on HH-RLHF, and as the Stage 2 policy with the held-out
+# judges. Seeds 0-2, one thread each; about an hour a seed on 2 cores (fedpref estimate). HH_DATA: the hub id, or a
+# local folder of {subset}.{split}.jsonl.gz (make reproduce-smollm2-hh HH_DATA=../shared/data/hh-rlhf).
+HH_DATA ?= Anthropic/hh-rlhf
+SMOLLM2_SEEDS ?= 0,1,2
+SMOLLM2_HH_METHODS ?= ['FL','FedVPA-GP']
+.PHONY: reproduce-smollm2-hh reproduce-smollm2-stage2
+reproduce-smollm2-hh: $(STAMP)
+	$(REPRO_SWEEP) configs/vpa_hh_smollm2.toml --seeds $(SMOLLM2_SEEDS) --set "data.path='$(HH_DATA)'" \
+		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --out $(REPRO)/smollm2_hh
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_hh --pair FedVPA-GP,FL
+
+reproduce-smollm2-stage2: $(STAMP)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/fedpref stage2 configs/stage2/hh.toml \
+		--set "task.data_path='$(HH_DATA)'" --seeds $(SMOLLM2_SEEDS) --out $(REPRO)/smollm2_stage2
+
 # Redraw every figure in docs/img/ from the command the docs name (hours on 2 CPU cores; the runs are kept in
 # runs/docs_figures, so an interrupted redraw skips what is done). One figure: scripts/docs_figures.sh NAME.
 figures: $(STAMP)
