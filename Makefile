@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint reproduce figures clean-venv
+.PHONY: run test lint docs reproduce figures clean-venv
 
 $(STAMP): requirements.txt requirements-embedded.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,12 @@ run: $(STAMP)
 
 test: $(STAMP)
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 	$(BIN)/python -m pytest -q
+
+# The documentation site (MkDocs, Material theme) at http://127.0.0.1:8000, rebuilt on every change.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
