@@ -4,18 +4,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint docs reproduce figures clean-venv
+.PHONY: help run test lint docs reproduce figures clean-venv
 
-$(STAMP): requirements.txt requirements-embedded.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-embedded.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
-	touch $(STAMP)
+# List the targets, each with the first line of the comment above it.
+help:
+	@awk '/^# / { if (!doc) doc = substr($$0, 3); next } /^$$/ { doc = ""; next } \
+		/^[a-zA-Z0-9_.%-]+:/ && $$1 !~ /^\./ { name = $$1; sub(/:.*/, "", name); \
+		printf "  %-30s %s\n", name, doc; doc = "" }' $(MAKEFILE_LIST)
 
+# The quick default experiment: configs/quick.toml, every FedGD-paper method, into runs/quick (about 5 minutes).
 run: $(STAMP)
 	$(BIN)/fedpref run configs/quick.toml --out runs/quick --overwrite
 
+# The tests: the import-layer contract, the docs site (--strict) and pytest (slow checks are behind a marker).
 test: $(STAMP)
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
@@ -25,6 +26,7 @@ test: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
+# ruff and the import-layer contract.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
@@ -321,5 +323,6 @@ reproduce-smollm2-stage2: $(STAMP)
 figures: $(STAMP)
 	FEDPREF=$(BIN)/fedpref scripts/docs_figures.sh
 
+# Remove the virtual environment (the next make rebuilds it).
 clean-venv:
 	rm -rf $(VENV)
