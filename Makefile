@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help run test lint docs reproduce figures clean-venv
+.PHONY: help run test lint docs reference reproduce figures clean-venv
 
 # List the targets, each with the first line of the comment above it.
 help:
@@ -21,6 +21,10 @@ test: $(STAMP)
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 	$(BIN)/python -m pytest -q
+
+# Regenerate the reference pages (CLI, configs, methods) from the code; a test fails while a committed one is stale.
+reference: $(STAMP)
+	$(BIN)/python -m fedpref.reference docs/reference
 
 # The documentation site (MkDocs, Material theme) at http://127.0.0.1:8000, rebuilt on every change.
 docs: $(STAMP)
