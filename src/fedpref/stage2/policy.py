@@ -114,13 +114,13 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]]) -
 
 
 def load_lm(path: str | Path, device: str = "cpu") -> tuple[nn.Module, object]:
-    """A causal LM on `device` and its tokenizer, with id 0 as pad token and left padding for generation.
+    """A causal LM on `device` and its tokenizer, left padding for generation (id 0 pads where it has no pad token).
 
     `path` is an embedded model's name (`smollm2`: the packaged SmolLM2-135M-Instruct GGUF, converted once and
     cached), a `.gguf` file, a local Hugging Face folder or, online, a hub id.
     """
     name = str(path)
-    folder = Path(resolve_backbone(name))
+    folder = Path(resolve_backbone(name)).expanduser()
     local = folder.exists() or name in EMBEDDED or name.startswith((".", "/", "~"))
     if local and not (folder / "config.json").is_file():
         raise ConfigError(f"{name}: not a Hugging Face model folder (no config.json)")
