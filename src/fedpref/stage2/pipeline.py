@@ -14,6 +14,7 @@ import torch
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
 from fedpref.models.factory import resolve_device
+from fedpref.results import ResultsWriter, stage2_results
 from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config
 from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
 from fedpref.stage2.evaluate import win_rates
@@ -132,10 +133,12 @@ def summarize_history(history: list[dict], window: int = 20) -> dict:
 
 
 def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
-    """Stage 1 data and selector, conditional DPO, FedDPO, win rates vs the frozen base; writes results.json."""
+    """Stage 1 data and selector, conditional DPO, FedDPO, win rates vs the frozen base; writes the results."""
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
     timing, results, started = {}, {"config": cfg.to_dict()}, time.perf_counter()
+    writer = ResultsWriter(out_dir)
+    writer.start(stage2_results(results))  # status running until the end (`fedpref stage2` marks a failure)
     lm, tokenizer = load_lm(cfg.policy_path, resolve_device(cfg.device))
     policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=_latent_dim(cfg), seed=cfg.seed, precision=cfg.precision)
 
@@ -178,7 +181,7 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
         log(f"FedDPO: {json.dumps(_headline(results['feddpo']['win_rates']))} ({timing['feddpo_s']} s)")
     timing["wall_s"] = round(time.perf_counter() - started, 1)
     results["timing"] = timing
-    (out_dir / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    writer.finish(stage2_results(results))
     (out_dir / "table.md").write_text(results_markdown(results), encoding="utf-8")
     return results
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fedpref.errors import FedprefError
 from fedpref.experiments.seed_stats import Estimate, estimate
+from fedpref.results import RESULTS_FILE, STAGE2, RunResults, Stage2Results, load_results
 
 POLICIES = (("stage2", "conditional DPO"), ("feddpo", "FedDPO"))
 WORSE = "worse type"  # per seed, the lower of the task's types' win rates: how well a policy trades them off
@@ -16,17 +16,22 @@ WORSE = "worse type"  # per seed, the lower of the task's types' win rates: how 
 
 @dataclass(frozen=True)
 class Stage2Run:
-    """One finished `fedpref stage2` folder: its Stage 1 method, seed, types and results.json."""
+    """One finished `fedpref stage2` folder: its Stage 1 method, seed, types and results."""
 
     path: Path
     method: str
     seed: int
     types: tuple[str, ...]
-    results: dict
+    results: RunResults
+
+    @property
+    def sections(self) -> Stage2Results:
+        return self.results.stage2 or Stage2Results()
 
     def win_rates(self, policy: str, judge: str) -> dict[str, float] | None:
         """Win rate (%) per context for one policy ('stage2' or 'feddpo') and judge, plus WORSE; None if absent."""
-        by_context = self.results.get(policy, {}).get("win_rates", {}).get(judge)
+        section = self.sections.policy(policy)
+        by_context = section.win_rates.get(judge) if section is not None else None
         if by_context is None:
             return None
         rates = {context: r["win_rate"] for context, r in by_context.items() if r["win_rate"] is not None}
@@ -35,27 +40,28 @@ class Stage2Run:
 
     def selector_accuracy(self, key: str) -> dict[str, float]:
         """Stage 1 test accuracy per type: key 'acc' (with z) or 'base_acc' (base logits)."""
-        return {g: r[key] for g, r in self.results["stage1"]["by_group"].items()}
+        return {g: r[key] for g, r in (self.sections.stage1 or {})["by_group"].items()}
 
 
 def load_stage2_run(path: Path) -> Stage2Run | None:
-    """The run in `path`, or None when its results.json is another command's (`fedpref run` writes one too)."""
-    results = json.loads((path / "results.json").read_text(encoding="utf-8"))
-    if "stage1" not in results or "config" not in results:
+    """The finished run in `path`, or None when its results are another command's (`fedpref run` writes them
+    too) or not finished (a Stage 2 run writes them from its start)."""
+    results = load_results(path)
+    if results.kind != STAGE2 or not results.finished or results.stage2 is None or results.stage2.stage1 is None:
         return None
-    config = results["config"]
-    return Stage2Run(path, config["stage1"]["method"], config["seed"], tuple(results["task"]["types"]), results)
+    config = results.stage2.config or {}
+    return Stage2Run(path, config["stage1"]["method"], config["seed"], results.stage2.types, results)
 
 
 def find_stage2_runs(dirs: Sequence[Path]) -> list[Stage2Run]:
-    """Stage 2 folders given directly or anywhere below the given folders (a results.json with a 'stage1' entry)."""
+    """Stage 2 folders given directly or anywhere below the given folders (finished Stage 2 results)."""
     runs = []
     for path in dirs:
         if not path.is_dir():
             raise FedprefError(f"{path}: not a folder")
-        found = [run for p in sorted(path.rglob("results.json")) if (run := load_stage2_run(p.parent))]
+        found = [run for p in sorted(path.rglob(RESULTS_FILE)) if (run := load_stage2_run(p.parent))]
         if not found:
-            raise FedprefError(f"{path}: no finished `fedpref stage2` run (results.json) in it")
+            raise FedprefError(f"{path}: no finished `fedpref stage2` run ({RESULTS_FILE}) in it")
         runs += found
     return runs
 
@@ -70,9 +76,9 @@ def by_method(runs: Sequence[Stage2Run]) -> dict[str, list[Stage2Run]]:
         if len(set(seeds)) < len(seeds):
             paths = ", ".join(str(r.path) for r in group)
             raise FedprefError(f"{method}: two runs share a seed ({paths}); summarize each configuration on its own")
-        first = group[0].results["config"]
+        first = group[0].sections.config or {}
         for run in group[1:]:
-            if keys := _differing_keys(first, run.results["config"]) - {"seed"}:
+            if keys := _differing_keys(first, run.sections.config or {}) - {"seed"}:
                 raise FedprefError(
                     f"{method}: {run.path} differs from {group[0].path} in {', '.join(sorted(keys))}, not only in "
                     "its seed; summarize each configuration on its own"
