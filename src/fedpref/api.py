@@ -19,19 +19,20 @@ from fedpref.experiments.experiment import FLOWER, run_experiment
 from fedpref.experiments.outputs import prepare_run_dir, run_state
 from fedpref.experiments.runner import INPROCESS
 from fedpref.models.factory import check_model_config
+from fedpref.results import RESULTS_FILE, RunResults
 
 if TYPE_CHECKING:
     import pandas as pd
 
 ConfigLike = str | Path | Mapping[str, Any] | ExperimentConfig
 DATA_FILE = "pairs.jsonl"  # where `data` is written inside the run folder
-PATHS = {"config": "config.toml", "results": "results.json", "rounds": "rounds.jsonl", "table": "table.md"}
+PATHS = {"config": "config.toml", "results": RESULTS_FILE, "rounds": "rounds.jsonl", "table": "table.md"}
 PATHS |= {"plot": "personalization.png", "data": DATA_FILE}
 
 
 @dataclass
 class RunResult:
-    """What `run` returns: the curves and per-group accuracies of every method, results.json and the files."""
+    """What `run` returns: the curves and per-group accuracies of every method, the results and the files."""
 
     curves: dict[str, dict[str, list]]
     """Per method: `steps` (personalization steps) and, at each, `acc_mean` and `acc_std` (test accuracy in %,
@@ -40,13 +41,19 @@ class RunResult:
     """One row per (method, group, step): columns method, group, step, acc (mean test accuracy of the group's
     clients, %); empty when the data has no group labels."""
     results: dict
-    """results.json as written (per-client curves, rounds, diagnostics, selectors, ...)."""
+    """The run folder's results as written (per-client curves, diagnostics, selectors, ...; `typed` reads them
+    through the schema, fedpref.results)."""
     paths: dict[str, Path]
     """`run_dir` and the files written in it: config, results, rounds, table, plot (and data, if given)."""
     config: ExperimentConfig
     """The resolved config that ran."""
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False, compare=False)
     # out=None: the temporary run folder lives as long as this result (then it is deleted)
+
+    @property
+    def typed(self) -> RunResults:
+        """`results` as the schema's dataclasses (status, provenance, methods, ...)."""
+        return RunResults.from_dict(self.results)
 
 
 def run(
@@ -93,7 +100,8 @@ def run(
     console = Console(stderr=True) if verbose else Console(quiet=True)
     results = run_experiment(cfg, run_dir, console, resume=resume, engine=engine)
     paths = {"run_dir": run_dir} | {k: run_dir / name for k, name in PATHS.items() if (run_dir / name).is_file()}
-    return RunResult(_curves(results), _group_table(results), results, paths, cfg, tmp)
+    typed = RunResults.from_dict(results)
+    return RunResult(_curves(typed), _group_table(typed), results, paths, cfg, tmp)
 
 
 def _prepare(run_dir: Path, overwrite: bool) -> None:
@@ -176,18 +184,18 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else str(value)
 
 
-def _curves(results: dict) -> dict[str, dict[str, list]]:
+def _curves(results: RunResults) -> dict[str, dict[str, list]]:
     keys = ("steps", "acc_mean", "acc_std")
-    return {name: {k: list(r["personalization"][k]) for k in keys} for name, r in results["methods"].items()}
+    return {name: {k: list(getattr(r.curves, k)) for k in keys} for name, r in results.methods.items()}
 
 
-def _group_table(results: dict) -> pd.DataFrame:
+def _group_table(results: RunResults) -> pd.DataFrame:
     import pandas as pd  # only here: `import fedpref.api` should not pay for pandas
 
     rows = [
         {"method": name, "group": group, "step": step, "acc": acc}
-        for name, r in results["methods"].items()
-        for group, accs in r["personalization"]["by_group"].items()
-        for step, acc in zip(r["personalization"]["steps"], accs)
+        for name, r in results.methods.items()
+        for group, accs in r.curves.by_group.items()
+        for step, acc in zip(r.curves.steps, accs)
     ]
     return pd.DataFrame(rows, columns=["method", "group", "step", "acc"])

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fedpref.errors import FedprefError
+from fedpref.results import RESULTS_FILE
 
 # plots.FIGURE_FORMATS, spelled out: importing plots loads matplotlib, seconds every command would pay
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -56,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_options_epilog,
         formatter_class=_LazyEpilog,
         description="Run every method of an experiment (global phase, then personalization of every client) "
-        "and write the run folder: config.toml, rounds.jsonl, results.json, table.md, personalization.png.",
+        f"and write the run folder: config.toml, rounds.jsonl, {RESULTS_FILE}, table.md, personalization.png.",
     )
     run.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
     run.add_argument(
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         "diagnose",
         help="Gradient Quotient and Headroom of a finished run's initializations (Tables 1, 2, 5)",
         description="Recompute the diagnostics for every method of a finished run from its saved "
-        "initializations (RUN_DIR/models/*.pt); the numbers go into RUN_DIR/results.json and table.md.",
+        f"initializations (RUN_DIR/models/*.pt); the numbers go into RUN_DIR/{RESULTS_FILE} and table.md.",
     )
     diag.add_argument("run_dir", type=Path, help="a finished run folder")
     _add_methods_and_settings(
@@ -161,7 +162,7 @@ def _add_federation_parser(sub) -> None:
         help="run the federated methods on a local Flower federation: one SuperNode per client file",
         description="Start a SuperLink and one SuperNode per file of --clients-dir on free loopback ports (each "
         "node reads only its own file), run the config's federated methods with `flwr run`, write the run folder "
-        "(config.toml, rounds.jsonl, results.json, table.md, personalization.png, logs/) and stop every process "
+        f"(config.toml, rounds.jsonl, {RESULTS_FILE}, table.md, personalization.png, logs/) and stop every process "
         "it started, also on Ctrl-C and on error. docs/flower.md has the manual steps for real machines.",
     )
     fed.add_argument("config", type=Path)
@@ -182,6 +183,7 @@ def cmd_federation(args: argparse.Namespace, console: Console) -> None:
     from fedpref.experiments import plots, tables
     from fedpref.experiments.experiment import pools_raw_data
     from fedpref.experiments.federation import run_federation
+    from fedpref.results import RunResults
 
     cfg = load_config(args.config, args.overrides)
     check_methods(cfg, str(args.config))
@@ -197,8 +199,9 @@ def cmd_federation(args: argparse.Namespace, console: Console) -> None:
     results = run_federation(
         args.config, args.clients_dir, args.out, methods, args.overrides, args.timeout, console.print, args.resume
     )
-    (args.out / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
-    plots.plot_group_curves(results["methods"], args.out / "personalization.png")
+    typed = RunResults.from_dict(results)
+    (args.out / "table.md").write_text(tables.results_markdown(typed.methods), encoding="utf-8")
+    plots.plot_group_curves(typed.methods, args.out / "personalization.png")
     console.print(f"wrote {args.out}")
 
 
@@ -332,8 +335,8 @@ def _add_stage2_parser(sub) -> None:
     stage2.add_argument(
         "--seeds",
         default=None,
-        help="comma-separated seeds, each run into OUT/seed=<seed>/; a seed whose folder holds results.json is "
-        "skipped, an unfinished one started again (default: the config's seed, into OUT)",
+        help="comma-separated seeds, each run into OUT/seed=<seed>/; a seed whose folder holds a finished "
+        f"{RESULTS_FILE} is skipped, an unfinished one started again (default: the config's seed, into OUT)",
     )
     summary = sub.add_parser(
         "stage2-summary",
@@ -364,19 +367,34 @@ def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
     configs = [load_stage2_config(args.config, [*args.overrides, f"seed={seed}"]) for seed in seeds]
     for i, (seed, seed_cfg) in enumerate(zip(seeds, configs), start=1):
         run_dir = out / f"seed={seed}"
-        if (run_dir / "results.json").is_file() and not args.overwrite:
+        if _stage2_finished(run_dir) and not args.overwrite:
             console.print(f"seed {seed} ({i} of {len(seeds)}): finished in {run_dir}, skipped", highlight=False)
             continue
         console.print(f"seed {seed} ({i} of {len(seeds)}) -> {run_dir}", highlight=False)
         _run_stage2(seed_cfg, run_dir, True, console)  # stage 2 has no --resume: an unfinished seed starts again
 
 
+def _stage2_finished(run_dir: Path) -> bool:
+    """Its results say finished (a Stage 2 run from before the schema wrote its file only at its end)."""
+    from fedpref.results import ResultsError, has_results, load_results
+
+    try:
+        return has_results(run_dir) and load_results(run_dir).finished
+    except ResultsError:
+        return False
+
+
 def _run_stage2(cfg, run_dir: Path, overwrite: bool, console: Console) -> None:
     from fedpref.experiments.outputs import prepare_run_dir
+    from fedpref.results import ResultsWriter
     from fedpref.stage2.pipeline import run_pipeline
 
     prepare_run_dir(run_dir, overwrite, resumable=False)  # stage 2 has no --resume
-    run_pipeline(cfg, run_dir, log=lambda line: console.print(line, highlight=False))
+    try:
+        run_pipeline(cfg, run_dir, log=lambda line: console.print(line, highlight=False))
+    except BaseException as e:  # the pipeline writes its results from the start: they must not stay 'running'
+        ResultsWriter(run_dir).fail_existing(e)
+        raise
     console.print((run_dir / "table.md").read_text(encoding="utf-8"), highlight=False)
 
 

@@ -195,9 +195,9 @@ def personalize(
 def finish_method(
     algorithm: Algorithm, transport: Transport, infos: list[ClientInfo], checkpoints: list[int]
 ) -> tuple[dict, dict[str, State]]:
-    """A method's `results.json` entry after its global phase: every client's personalization (from
-    `algorithm.initialization`), the partitions it chose, and a latent selector's own evaluation of seen
-    and unseen clients; and the initializations (for saving and the diagnostics)."""
+    """A method's entry in the results (fedpref.results.MethodResult) after its global phase: every client's
+    personalization (from `algorithm.initialization`), the partitions it chose, and a latent selector's own
+    evaluation of seen and unseen clients; and the initializations (for saving and the diagnostics)."""
     inits = initializations(algorithm, [c.client_id for c in infos])
     per_client = personalize(algorithm.name, inits, transport, checkpoints)
     curves = summarize_curves(checkpoints, per_client, {c.client_id: c.true_group for c in infos})

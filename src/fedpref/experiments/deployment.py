@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from flwr.app import Context
@@ -20,6 +21,7 @@ from fedpref.experiments.experiment import FLOWER, checkpoint_payload, load_resu
 from fedpref.experiments.runner import Checkpoints, Federation, execute_method
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
+from fedpref.results import RUNNING, MethodResult, ResultsWriter, RunResults
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
 
@@ -37,7 +39,9 @@ def main(grid: Grid, context: Context) -> None:
         raise ConfigError(f"{', '.join(central)} pool raw data (centralized references); they run only in-process")
     out = Path(settings.out_dir).expanduser() if settings.out_dir else None
     saved = resume_state(out, cfg, settings.resume)
-    results = saved["results"] if saved else new_results(cfg) | {"engine": FLOWER}
+    started = time.perf_counter()
+    results = RunResults.from_dict(saved["results"]) if saved else new_results(cfg)
+    results.engine = FLOWER
     if out:
         out.mkdir(parents=True, exist_ok=True)
         if saved is None:
@@ -49,17 +53,27 @@ def main(grid: Grid, context: Context) -> None:
     model = build_reward_model(cfg)
     log = RoundsLog(out, saved["rounds"] if saved else [])
     save = checkpoint_saver(out, cfg, results, log)
-    for method in [name for name in settings.methods if name not in results["methods"]]:
-        current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == method else None
-        checkpoints = Checkpoints(save, cfg.federation.checkpoint_every, current)
-        result, _ = execute_method(
-            method, cfg, federation, None, None, log, checkpoints=checkpoints, model=(model, trainable_state(model))
-        )
-        LOG.info("fedpref: %s acc_mean %s", method, result["personalization"]["acc_mean"])
-        results["methods"][method] = result
-        save(None)
-        if out:
-            outputs.write_json(results, out / "results.json")
+    # No file before the first method is done (a deployment's out-dir holds only config and rounds until then);
+    # then one after each method and the finished one at the end.
+    writer = ResultsWriter(out)
+    try:
+        for method in [name for name in settings.methods if name not in results.methods]:
+            current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == method else None
+            checkpoints = Checkpoints(save, cfg.federation.checkpoint_every, current)
+            model_state = (model, trainable_state(model))
+            result, _ = execute_method(
+                method, cfg, federation, None, None, log, checkpoints=checkpoints, model=model_state
+            )
+            LOG.info("fedpref: %s acc_mean %s", method, result["personalization"]["acc_mean"])
+            results.methods[method] = MethodResult.from_dict(result)
+            save(None)
+            writer.write(results, RUNNING)
+    except BaseException as e:
+        if results.methods:  # only a file that exists already: the first method's results create it
+            writer.fail(results, e)
+        raise
+    results.timing = {"wall_s": round(time.perf_counter() - started, 1)}
+    writer.finish(results)
 
 
 def resume_state(out: Path | None, cfg: ExperimentConfig, resume: bool) -> dict | None:
@@ -89,7 +103,7 @@ class RoundsLog:
             self.records.append(record)
 
 
-def checkpoint_saver(out: Path | None, cfg: ExperimentConfig, results: dict, log: RoundsLog):
+def checkpoint_saver(out: Path | None, cfg: ExperimentConfig, results: RunResults, log: RoundsLog):
     """Save the run's state (the current method's, or None between methods) to `out/checkpoints`; no-op without out."""
     store = CheckpointStore(out / "checkpoints") if out else None
 

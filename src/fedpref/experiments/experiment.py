@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import shutil
 import time
@@ -22,6 +21,7 @@ from fedpref.errors import FedprefError
 from fedpref.experiments import outputs, plots, tables, tracking
 from fedpref.experiments.runner import INPROCESS, Checkpoints, Federation, execute_method, inprocess_federation
 from fedpref.experiments.setup import Setup, build_setup
+from fedpref.results import RESULTS_FILE, Curves, MethodResult, Provenance, ResultsWriter, RunResults, load_results
 
 FLOWER = "flower"
 
@@ -39,8 +39,8 @@ def run_experiment(
     engine: str = INPROCESS,
     figure_format: str = "png",
 ) -> dict:
-    """Run every method of `cfg` and write config.toml, rounds.jsonl, results.json, table.md and the plots
-    (as `figure_format`: png, pdf or svg).
+    """Run every method of `cfg` and write config.toml, rounds.jsonl, the results, table.md and the plots
+    (as `figure_format`: png, pdf or svg); return the results as written.
 
     Federated methods run on `engine` ("inprocess" or "flower", the Simulation Engine); the centralized
     references pool raw data, so they always run in-process. Checkpoints go to `run_dir/checkpoints` on both
@@ -51,7 +51,18 @@ def run_experiment(
     saved = load_resume_state(store, cfg) if resume else None
     if saved is None:
         outputs.write_config(cfg, run_dir)
-    results = saved["results"] if saved else new_results(cfg)
+    results = RunResults.from_dict(saved["results"]) if saved else new_results(cfg)
+    writer = ResultsWriter(run_dir)
+    writer.start(results)
+    try:
+        _run_methods(cfg, run_dir, console, results, writer, store, saved, engine, figure_format)
+    except BaseException as e:  # Ctrl-C included: the file says the run stopped, and why
+        writer.fail(results, e)
+        raise
+    return results.to_dict()
+
+
+def _run_methods(cfg, run_dir, console, results: RunResults, writer, store, saved, engine, figure_format) -> None:
     log = outputs.RoundLog(run_dir / "rounds.jsonl", saved["rounds"] if saved else [])
     tracker = tracking.open_tracking(cfg, run_dir)
     tracker.log_config(cfg.to_dict())
@@ -59,10 +70,10 @@ def run_experiment(
     with _progress(console) as progress:
         log = tracking.TrackedLog(log, tracker.log_round, getattr(progress, "log_round", None))
         setup = _prepared(cfg, progress)
-        results["data"] = data_summary(cfg, setup)
+        results.data = data_summary(cfg, setup)
         report = _reporter(progress)
         local = inprocess_federation(cfg, setup, report)
-        pending = [name for name in cfg.algorithm.methods if name not in results["methods"]]
+        pending = [name for name in cfg.algorithm.methods if name not in results.methods]
 
         def run_pending(federation: Federation) -> None:
             for name in pending:
@@ -71,10 +82,10 @@ def run_experiment(
                 result = run_checkpointed(name, cfg, chosen, setup, store, results, log, current, report, run_dir)
                 if chosen is not federation:
                     result["engine"] = "inprocess (centralized reference: pools raw data, not federated)"
-                results["methods"][name] = result
+                results.methods[name] = MethodResult.from_dict(result)
                 tracker.log_method(name, result)
                 store.save(checkpoint_payload(cfg, results, log.records, None))
-                outputs.write_json(results, run_dir / "results.json")
+                writer.write(results)
 
         if engine == FLOWER and not all(pools_raw_data(name) for name in pending):
             from fedpref.engines.flower.run import run_simulated
@@ -83,13 +94,12 @@ def run_experiment(
             run_simulated(cfg, lambda transport: run_pending(flower_federation(transport)), memory_dir=memory_dir)
         else:
             run_pending(local)
-    results["timing"] = {"wall_s": round(time.perf_counter() - started, 1)}
-    outputs.write_json(results, run_dir / "results.json")
+    results.timing = {"wall_s": round(time.perf_counter() - started, 1)}
+    writer.finish(results)
     _write_tables_and_figures(results, run_dir, setup, figure_format)
     _print_tables(results, console)
     tracker.finish(results)
-    console.print(f"wrote {run_dir} in {results['timing']['wall_s']} s")
-    return results
+    console.print(f"wrote {run_dir} in {results.timing['wall_s']} s")
 
 
 def flower_federation(transport) -> Federation:
@@ -97,17 +107,16 @@ def flower_federation(transport) -> Federation:
     return Federation(transport, transport.peers.infos, list(transport.peers.held_out), FLOWER)
 
 
-def new_results(cfg: ExperimentConfig) -> dict:
-    return {
-        "fedpref_version": __version__,
-        "config_hash": cfg.digest(),
-        "seed": cfg.seed,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "versions": tracking.package_versions(),
-        "git_commit": tracking.git_commit(),
-        "methods": {},
-    }
+def new_results(cfg: ExperimentConfig) -> RunResults:
+    provenance = Provenance(
+        fedpref_version=__version__,
+        config_hash=cfg.digest(),
+        python=platform.python_version(),
+        torch=torch.__version__,
+        versions=tracking.package_versions(),
+        git_commit=tracking.git_commit(),
+    )
+    return RunResults(seed=cfg.seed, provenance=provenance)
 
 
 def data_summary(cfg: ExperimentConfig, setup) -> dict:
@@ -121,7 +130,7 @@ def data_summary(cfg: ExperimentConfig, setup) -> dict:
 
 
 def run_checkpointed(name, cfg, federation, setup, store, results, log, current, report, run_dir) -> dict:
-    """One method, checkpointed (restored from `current` when resuming); its `results.json` entry."""
+    """One method, checkpointed (restored from `current` when resuming); its entry in the results."""
 
     def save(state: dict) -> None:
         store.save(checkpoint_payload(cfg, results, log.records, state))
@@ -131,8 +140,9 @@ def run_checkpointed(name, cfg, federation, setup, store, results, log, current,
     return result
 
 
-def checkpoint_payload(cfg: ExperimentConfig, results: dict, rounds: list[dict], current: dict | None) -> dict:
-    return {"config_hash": cfg.digest(), "results": results, "rounds": list(rounds), "current": current}
+def checkpoint_payload(cfg: ExperimentConfig, results: RunResults, rounds: list[dict], current: dict | None) -> dict:
+    """What a checkpoint keeps: the results as plain data (an older checkpoint's v0 dict upgrades on resume)."""
+    return {"config_hash": cfg.digest(), "results": results.to_dict(), "rounds": list(rounds), "current": current}
 
 
 def load_resume_state(store: CheckpointStore, cfg: ExperimentConfig) -> dict | None:
@@ -165,8 +175,8 @@ def diagnose_run(
     from fedpref.config import load_config
     from fedpref.experiments.runner import load_initializations, run_diagnostics
 
-    results_path = run_dir / "results.json"
     results, names = _finished_run(run_dir, methods)
+    writer = ResultsWriter(run_dir)
     cfg = load_config(run_dir / "config.toml", overrides)
     with _progress(console) as progress:
         setup = _prepared(cfg, progress)
@@ -175,11 +185,11 @@ def diagnose_run(
         with _progress(console) as progress:
             report = _reporter(progress)
             diagnostics = run_diagnostics(name, load_initializations(path), cfg, setup, report)
-        results["methods"][name]["diagnostics"] = diagnostics
-        outputs.write_json(results, results_path)
-    (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
+        results.methods[name].diagnostics = diagnostics
+        writer.write(results)  # the status stays what it was: diagnosing does not finish or fail the run
+    (run_dir / "table.md").write_text(tables.results_markdown(results.methods), encoding="utf-8")
     _print_tables(results, console)
-    return results
+    return results.to_dict()
 
 
 def personalize_run(
@@ -198,7 +208,6 @@ def personalize_run(
     steps changed). Steps the run measured give its numbers again: the clients draw the same batches. Refuses a
     non-empty `out` unless `overwrite`."""
     from fedpref.config import load_config
-    from fedpref.experiments.runner import load_initializations, personalize_saved
 
     results, names = _finished_run(run_dir, methods)
     if bad := [o for o in overrides or [] if not o.startswith("personalization.")]:
@@ -213,48 +222,60 @@ def personalize_run(
     started = time.perf_counter()
     with _progress(console) as progress:
         setup = _prepared(cfg, progress)
-    again = {k: v for k, v in results.items() if k != "methods"} | {"config_hash": cfg.digest(), "methods": {}}
-    again["personalized_from"] = {"run": str(run_dir), "config_hash": results.get("config_hash")}
+    again = replace(results, provenance=replace(results.provenance, config_hash=cfg.digest()), methods={})
+    again.personalized_from = {"run": str(run_dir), "config_hash": results.provenance.config_hash}
+    again.timing = None  # the source run's; this run's own comes at its end
+    writer = ResultsWriter(out)
+    writer.start(again)
+    try:
+        _personalize_methods(run_dir, out, names, cfg, setup, results, again, keeps_diagnostics, writer, console)
+    except BaseException as e:
+        writer.fail(again, e)
+        raise
+    again.timing = {"wall_s": round(time.perf_counter() - started, 1)}
+    writer.finish(again)
+    _write_tables_and_figures(again, out, setup, figure_format)
+    _print_tables(again, console)
+    console.print(f"wrote {out} in {again.timing['wall_s']} s")
+    return again.to_dict()
+
+
+def _personalize_methods(run_dir, out, names, cfg, setup, results, again, keeps_diagnostics, writer, console) -> None:
+    from fedpref.experiments.runner import load_initializations, personalize_saved
+
     for name in names:
         (out / "models").mkdir(exist_ok=True)
         saved = shutil.copy2(run_dir / "models" / f"{name}.pt", out / "models" / f"{name}.pt")
         with _progress(console) as progress:
             curves = personalize_saved(name, load_initializations(saved), cfg, setup, _reporter(progress))
-        entry = results["methods"][name] | {"personalization": curves}
+        entry = replace(results.methods[name], personalization=Curves.from_dict(curves))
         if not keeps_diagnostics:
-            entry["diagnostics"] = {}
-        again["methods"][name] = entry
-        outputs.write_json(again, out / "results.json")
-    again["timing"] = {"wall_s": round(time.perf_counter() - started, 1)}
-    outputs.write_json(again, out / "results.json")
-    _write_tables_and_figures(again, out, setup, figure_format)
-    _print_tables(again, console)
-    console.print(f"wrote {out} in {again['timing']['wall_s']} s")
-    return again
+            entry.diagnostics = {}
+        again.methods[name] = entry
+        writer.write(again)
 
 
-def _finished_run(run_dir: Path, methods: list[str] | None) -> tuple[dict, list[str]]:
-    """A finished run's results and the methods asked for (every one by default), each with its saved model."""
-    results_path = run_dir / "results.json"
-    if not results_path.is_file():
-        raise FedprefError(f"{run_dir}: no results.json (not a finished fedpref run)")
-    results = json.loads(results_path.read_text(encoding="utf-8"))
-    unknown = sorted(set(methods or []) - set(results["methods"]))
+def _finished_run(run_dir: Path, methods: list[str] | None) -> tuple[RunResults, list[str]]:
+    """A run's results and the methods asked for (every one by default), each with its saved model."""
+    if not (run_dir / RESULTS_FILE).is_file():
+        raise FedprefError(f"{run_dir}: no {RESULTS_FILE} (not a finished fedpref run)")
+    results = load_results(run_dir)
+    unknown = sorted(set(methods or []) - set(results.methods))
     if unknown:
-        raise FedprefError(f"{run_dir}: no method {', '.join(unknown)} in this run ({', '.join(results['methods'])})")
-    names = methods or list(results["methods"])
+        raise FedprefError(f"{run_dir}: no method {', '.join(unknown)} in this run ({', '.join(results.methods)})")
+    names = methods or list(results.methods)
     for name in names:
         if not (path := run_dir / "models" / f"{name}.pt").is_file():
             raise FedprefError(f"{path}: missing; re-run the experiment to save its initializations")
     return results, names
 
 
-def _write_tables_and_figures(results: dict, run_dir: Path, setup, figure_format: str) -> None:
-    (run_dir / "table.md").write_text(tables.results_markdown(results["methods"]), encoding="utf-8")
+def _write_tables_and_figures(results: RunResults, run_dir: Path, setup, figure_format: str) -> None:
+    (run_dir / "table.md").write_text(tables.results_markdown(results.methods), encoding="utf-8")
     truth = {s.client_id: s.group for s in setup.splits}  # rows and bands by true group in the figures
-    plots.plot_group_curves(results["methods"], run_dir / "personalization.png", truth, figure_format)
-    plots.plot_assignments(results["methods"], run_dir / "assignments.png", truth, figure_format)
-    plots.plot_latents(results["methods"], run_dir / "latents.png", figure_format)
+    plots.plot_group_curves(results.methods, run_dir / "personalization.png", truth, figure_format)
+    plots.plot_assignments(results.methods, run_dir / "assignments.png", truth, figure_format)
+    plots.plot_latents(results.methods, run_dir / "latents.png", figure_format)
 
 
 def _prepared(cfg: ExperimentConfig, progress: Progress | tracking.LineProgress) -> Setup:
@@ -273,19 +294,19 @@ def _progress(console: Console) -> Progress | tracking.LineProgress:
     )
 
 
-def _print_tables(results: dict, console: Console) -> None:
-    methods = results["methods"]
+def _print_tables(results: RunResults, console: Console) -> None:
+    methods = results.methods
     shown = [("Personalized accuracy (mean ± std over clients)", tables.headline_rows(methods))]
-    if any(r["personalization"]["by_group"] for r in methods.values()):
+    if any(r.curves.by_group for r in methods.values()):
         shown.append(("Per-group accuracy at step 0", tables.group_rows(methods, 0)))
-    diagnostics = {name: r["diagnostics"] for name, r in methods.items() if r.get("diagnostics")}
+    diagnostics = {name: r.diagnostics for name, r in methods.items() if r.diagnostics}
     if diagnostics:
         from fedpref.diagnostics.report import table_rows
 
         shown.append(("Diagnostics (Tables 1 and 2 of the FedGD paper)", table_rows(diagnostics)))
-    if any(r.get("selector") for r in methods.values()):
+    if any(r.selector for r in methods.values()):
         shown.append(("Latent-conditioned selectors (FedVPA-GP paper, Tables 1-2)", tables.selector_rows(methods)))
-    if any(r.get("privacy") for r in methods.values()):
+    if any(r.privacy for r in methods.values()):
         shown.append(("Client-level differential privacy", tables.privacy_rows(methods)))
     for title, (header, rows) in shown:
         table = Table(title=title)

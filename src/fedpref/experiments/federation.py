@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedpref.errors import FedprefError
+from fedpref.results import FAILED, RunResults, load_results, results_path
 
 BIN = Path(sys.executable).parent
 QUIET = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
@@ -240,10 +241,10 @@ def run_federation(
 ) -> dict:
     """Run `methods` of `config` on a loopback federation, one SuperNode per file of `clients_dir` (each reads
     only its own file and keeps its private memory snapshots in its own folder); the ServerApp writes
-    config.toml, rounds.jsonl, results.json and its checkpoints into `out`, and the processes' logs go to
+    config.toml, rounds.jsonl, the results and its checkpoints into `out`, and the processes' logs go to
     `out/logs`. With `resume`, a fresh federation continues the run in `out` from its last complete checkpoint
     (after any of its processes was killed). `app`: another Flower app folder (default: fedpref's). Returns
-    results.json."""
+    the results (as written)."""
     files, logs = client_files(clients_dir), out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env, link = loopback_env(out / "flwr")
@@ -258,7 +259,7 @@ def run_federation(
             processes.append(start_supernode(link, own, node_env, home, logs / f"node-{path.stem}.log"))
         report(f"started a SuperLink on 127.0.0.1:{link} and {len(files)} SuperNodes (logs: {logs})")
         submit(config, len(files), out, methods, overrides, env, logs, resume, app)
-        return wait_for_results(out / "results.json", methods, processes, timeout_s, report)
+        return wait_for_results(results_path(out), methods, processes, timeout_s, report)
     finally:
         stop(processes)
         stop_stragglers(out / "flwr")
@@ -289,15 +290,18 @@ def submit(
 def wait_for_results(
     path: Path, methods: list[str], processes: list[subprocess.Popen], timeout_s: float, report: Report
 ) -> dict:
-    """results.json once it holds every method; an error when a process of the federation ends or time runs out."""
+    """The results at `path` once they hold every method; an error when the run failed, a process of the
+    federation ends or time runs out."""
     deadline, done = time.monotonic() + timeout_s, 0
     while time.monotonic() < deadline:
-        results = json.loads(path.read_text()) if path.is_file() else {"methods": {}}
-        if len(results["methods"]) > done:
-            done = len(results["methods"])
+        results = load_results(path) if path.is_file() else RunResults()
+        if len(results.methods) > done:
+            done = len(results.methods)
             report(f"{done}/{len(methods)} methods done")
-        if all(name in results["methods"] for name in methods):
-            return results
+        if all(name in results.methods for name in methods):
+            return results.to_dict()
+        if results.status == FAILED:
+            raise FedprefError(f"{path}: the run failed ({results.error}; see {path.parent / 'logs'})")
         if ended := [p.args[0] for p in processes if p.poll() is not None]:
             raise FedprefError(
                 f"{', '.join(map(str, ended))} ended before the run finished (see {path.parent / 'logs'})"

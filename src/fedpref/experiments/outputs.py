@@ -1,4 +1,4 @@
-"""The run folder: resolved config, results.json, per-round log, tables and plots."""
+"""The run folder: resolved config, results (fedpref.results), per-round log, tables and plots."""
 
 from __future__ import annotations
 
@@ -8,23 +8,27 @@ from pathlib import Path
 
 from fedpref.config import ExperimentConfig
 from fedpref.errors import FedprefError
+from fedpref.results import ResultsError, has_results, load_results
 
 
 def run_state(path: Path) -> str:
     """What an output folder holds: 'empty' (or missing), 'unstarted' (a run that stopped before any progress:
     no round logged, no checkpoint or model saved), 'unfinished' (a run `--resume` continues), 'finished' (its
-    results.json has the final timing) or 'other' (not a fedpref run)."""
+    results say so) or 'other' (not a fedpref run)."""
     if not path.is_dir() or not any(path.iterdir()):
         return "empty"
     if not (path / "config.toml").is_file():
         return "other"
-    results = path / "results.json"
-    if results.is_file():
+    if has_results(path):
         try:
-            finished = "timing" in json.loads(results.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            finished = False
-        return "finished" if finished else "unfinished"
+            results = load_results(path)
+        except ResultsError:
+            return "unfinished"
+        if results.finished:
+            return "finished"
+        if results.methods:
+            return "unfinished"
+        # the results are written from the start: without a method done, rounds and checkpoints tell
     rounds, checkpoints = path / "rounds.jsonl", path / "checkpoints"
     nothing_saved = not any(p.is_file() for p in checkpoints.rglob("*")) and not (path / "models").exists()
     no_rounds = not rounds.exists() or rounds.stat().st_size == 0
@@ -70,6 +74,7 @@ def write_config(cfg: ExperimentConfig, run_dir: Path) -> None:
 
 
 def write_json(data: dict, path: Path) -> None:
+    """Any JSON file atomically (the sweep's index); a run's results go through fedpref.results' writer."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
     tmp.replace(path)

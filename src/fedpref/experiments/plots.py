@@ -16,6 +16,8 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedpref.errors import FedprefError  # noqa: E402
+from fedpref.experiments.tables import Methods  # noqa: E402
+from fedpref.results import Curves, as_curves, as_methods  # noqa: E402
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 ALL_CLIENTS = "all clients"
@@ -75,23 +77,27 @@ def band(ax: plt.Axes, steps: list[int], mean: list[float], spread: list[float],
         ax.fill_between(steps, lo, hi, color=colour, alpha=0.12, linewidth=0)
 
 
-def panel_curve(curves: dict, panel: str, true_groups: dict[str, str] | None) -> tuple[list | None, list | None]:
+def panel_curve(
+    curves: Curves | dict, panel: str, true_groups: dict[str, str] | None
+) -> tuple[list | None, list | None]:
     """(mean, std) of one panel: all clients (stored acc_std), or one true group, whose std comes from its
     clients' curves and so needs `true_groups`; std is None where unknown."""
+    curves = as_curves(curves)
     if panel == ALL_CLIENTS:
-        return curves["acc_mean"], curves.get("acc_std")
-    mean = curves["by_group"].get(panel)
-    members = [v for c, v in curves.get("per_client", {}).items() if (true_groups or {}).get(c) == panel]
+        return curves.acc_mean, curves.acc_std or None
+    mean = curves.by_group.get(panel)
+    members = [v for c, v in curves.per_client.items() if (true_groups or {}).get(c) == panel]
     return mean, (np.std(members, axis=0).tolist() if mean and members else None)  # population std, as acc_std
 
 
 def plot_group_curves(
-    methods: dict, path: Path, true_groups: dict[str, str] | None = None, figure_format: str | None = None
+    methods: Methods, path: Path, true_groups: dict[str, str] | None = None, figure_format: str | None = None
 ) -> Path:
     """Accuracy vs personalization steps, a line per method (mean over clients) with a ± 1 std band: one panel
     for all clients, then one per true group (the FedGD paper's Figures 2-3). `true_groups` maps client ->
     group, for the groups' bands."""
-    groups = sorted({g for r in methods.values() for g in r["personalization"]["by_group"]})
+    methods = as_methods(methods)
+    groups = sorted({g for r in methods.values() for g in r.curves.by_group})
     panels = [ALL_CLIENTS, *groups]
     colours = method_colours(list(methods))
     fig, axes = plt.subplots(
@@ -99,14 +105,14 @@ def plot_group_curves(
     )
     for ax, panel in zip(axes[0], panels):
         for name, result in methods.items():
-            curves = result["personalization"]
+            curves = result.curves
             mean, std = panel_curve(curves, panel, true_groups)
             if mean:
-                ax.plot(curves["steps"], mean, marker="o", markersize=3, color=colours[name], label=name)
+                ax.plot(curves.steps, mean, marker="o", markersize=3, color=colours[name], label=name)
             if mean and std:
-                band(ax, curves["steps"], mean, std, colours[name])
+                band(ax, curves.steps, mean, std, colours[name])
         ax.set_title(panel, fontsize=9)
-        step_axis(ax, [s for r in methods.values() for s in r["personalization"]["steps"]])
+        step_axis(ax, [s for r in methods.values() for s in r.curves.steps])
         accuracy_axis(ax)
     axes[0][0].set_ylabel("test accuracy (%)")
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -147,14 +153,14 @@ def true_group_blocks(ax: plt.Axes, clients: list[str], true_groups: dict[str, s
 
 
 def plot_assignments(
-    methods: dict, path: Path, true_groups: dict[str, str] | None = None, figure_format: str | None = None
+    methods: Methods, path: Path, true_groups: dict[str, str] | None = None, figure_format: str | None = None
 ) -> Path | None:
     """Client-to-group assignment at every reassignment round, one panel per method (Figures 4 and 6), with the
     true groups (`true_groups`: client -> group) marked on the y axis.
 
     Returns None (and writes nothing) when no method recorded assignments.
     """
-    recorded = {name: r["assignments"] for name, r in methods.items() if r.get("assignments")}
+    recorded = {name: r.assignments for name, r in as_methods(methods).items() if r.assignments}
     if not recorded:
         return None
     cmap, norm, k = assignment_colours(list(recorded.values()))
@@ -224,14 +230,14 @@ def latent_legend(colours: dict[str, str], kinds: set[str], traced: bool) -> lis
     return handles
 
 
-def plot_latents(methods: dict, path: Path, figure_format: str | None = None) -> Path | None:
+def plot_latents(methods: Methods, path: Path, figure_format: str | None = None) -> Path | None:
     """Client latent means in 2-D (PCA), one panel per latent-conditioned method (FedVPA-GP paper, Figure 3).
 
     Small dots: the participants' uploaded means over rounds (lighter = earlier); large markers: the final
     z of every client inferred from its training pairs (circles seen, crosses unseen). Colour: true type.
     Returns None (and writes nothing) when no method has latents.
     """
-    shown = {name: r["selector"] for name, r in methods.items() if r.get("selector")}
+    shown = {name: r.selector for name, r in as_methods(methods).items() if r.selector}
     if not shown:
         return None
     kinds = {k for sel in shown.values() for k in ("seen", "unseen") if k in sel}

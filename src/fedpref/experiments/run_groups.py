@@ -6,12 +6,13 @@ import json
 import tomllib
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fedpref.config import ExperimentConfig
 from fedpref.engines.loop import partition_ari
 from fedpref.errors import FedprefError
+from fedpref.results import RESULTS_FILE, MethodResult, ResultsError, RunResults, load_results
 
 
 def true_groups(config: dict) -> dict[str, str]:
@@ -27,34 +28,38 @@ def true_groups(config: dict) -> dict[str, str]:
 @dataclass
 class Run:
     path: Path
-    results: dict
+    results: RunResults
     config: dict
 
     @property
     def seed(self) -> int:
-        return self.results.get("seed", self.config.get("seed"))
+        return self.results.seed if self.results.seed is not None else self.config.get("seed")
+
+    @property
+    def methods(self) -> dict[str, MethodResult]:
+        return self.results.methods
 
     @property
     def finished(self) -> bool:
-        return "timing" in self.results  # written last, once every method is done
+        return self.results.finished
 
     def ari(self, method: str) -> float | None:
         """The recorded ARI, else (runs from before it was recorded) recomputed for the synthetic benchmark."""
-        result = self.results["methods"][method]
-        if "partition_ari" in result:
-            return result["partition_ari"]
+        result = self.methods[method]
+        if result.partition_ari is not None:
+            return result.partition_ari
         if self.config.get("data", {}).get("source", "synthetic") != "synthetic":
             return None
-        return partition_ari(result.get("assignments", []), true_groups(self.config))
+        return partition_ari(result.assignments or [], true_groups(self.config))
 
     def settled(self, method: str) -> int | None:
-        return settle_round(self.results["methods"][method].get("assignments", []))
+        return settle_round(self.methods[method].assignments or [])
 
     def partition(self, method: str) -> str | None:
         """The final partition by true group (synthetic benchmark only), see `partition_text`."""
         if self.config.get("data", {}).get("source", "synthetic") != "synthetic":
             return None
-        return partition_text(self.results["methods"][method].get("assignments", []), true_groups(self.config))
+        return partition_text(self.methods[method].assignments or [], true_groups(self.config))
 
 
 def settle_round(assignments: Sequence[dict]) -> int | None:
@@ -94,9 +99,9 @@ def partition_of(assignment: dict[str, int]) -> frozenset[frozenset[str]]:
 
 def load_run(path: Path) -> Run:
     try:
-        results = json.loads((path / "results.json").read_text(encoding="utf-8"))
+        results = load_results(path)
         config = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
+    except (ResultsError, tomllib.TOMLDecodeError) as e:
         raise FedprefError(f"{path}: unreadable run files ({e})") from None
     return Run(path, results, with_defaults(config, ExperimentConfig().to_dict()))
 
@@ -112,14 +117,14 @@ def with_defaults(config: dict, defaults: dict) -> dict:
 
 
 def find_runs(paths: Sequence[Path]) -> list[Run]:
-    """Run folders (results.json next to config.toml) given directly or anywhere below the given folders."""
+    """Run folders (results next to config.toml) given directly or anywhere below the given folders."""
     found: list[Path] = []
     for path in paths:
         if not path.is_dir():
             raise FedprefError(f"{path}: no such folder")
-        below = sorted(p.parent for p in path.rglob("results.json") if (p.parent / "config.toml").is_file())
+        below = sorted(p.parent for p in path.rglob(RESULTS_FILE) if (p.parent / "config.toml").is_file())
         if not below:
-            raise FedprefError(f"{path}: no run folder (results.json with config.toml) in it")
+            raise FedprefError(f"{path}: no run folder ({RESULTS_FILE} with config.toml) in it")
         found += [p for p in below if p not in found]
     return [load_run(p) for p in found]
 
@@ -146,12 +151,12 @@ class Group:
     def methods(self) -> list[str]:
         names: list[str] = []
         for run in self.runs:
-            names += [m for m in run.results["methods"] if m not in names]
+            names += [m for m in run.methods if m not in names]
         return names
 
-    def by_seed(self, method: str) -> dict[int, dict]:
+    def by_seed(self, method: str) -> dict[int, MethodResult]:
         """seed -> the method's results in that seed's run."""
-        return {r.seed: r.results["methods"][method] for r in self.runs if method in r.results["methods"]}
+        return {r.seed: r.methods[method] for r in self.runs if method in r.methods}
 
 
 # Keys that do not change what a method's run computes: runs that differ only in them are one configuration.
@@ -183,12 +188,12 @@ def without_copies(group: Group) -> Group:
     runs, left_out = [], []
     for run in group.runs:
         kept = {}
-        for method, result in run.results["methods"].items():
+        for method, result in run.methods.items():
             if (run.seed, method) in seen:
                 left_out.append(f"{method} (seed {run.seed}) in `{run.path}`")
             else:
                 seen.add((run.seed, method))
                 kept[method] = result
         if kept:
-            runs.append(Run(run.path, run.results | {"methods": kept}, run.config))
+            runs.append(Run(run.path, replace(run.results, methods=kept), run.config))
     return Group(group.label, runs, left_out, group.settings)

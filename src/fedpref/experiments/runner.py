@@ -81,7 +81,7 @@ def run_method(
     on_round: Callable[[dict], None] | None = None,
     models_dir: Path | None = None,
 ) -> tuple[dict, list[dict]]:
-    """One method in-process, without checkpoints: its `results.json` entry and its round log."""
+    """One method in-process, without checkpoints: its entry in the results (a MethodResult's dict), its round log."""
     return execute_method(name, cfg, inprocess_federation(cfg, setup, progress), setup, progress, on_round, models_dir)
 
 
@@ -169,7 +169,7 @@ def personalize_saved(
     name: str, inits: dict[str, State], cfg: ExperimentConfig, setup: Setup, progress: Progress | None = None
 ) -> dict:
     """Every client's personalization from saved initializations at `cfg.personalization.steps`, without the
-    global phase: the `personalization` entry of `results.json`. The same seeds as the run's own, so steps it
+    global phase: a method result's `personalization` entry. The same seeds as the run's own, so steps it
     already measured give its numbers again."""
     federation = inprocess_federation(cfg, setup, progress)
     federation.transport.begin_method(name)

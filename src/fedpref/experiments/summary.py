@@ -14,6 +14,7 @@ from fedpref.diagnostics.report import format_value
 from fedpref.errors import FedprefError
 from fedpref.experiments.run_groups import NOT_CONFIGURATION, Group, Run, find_runs, group_runs, true_groups
 from fedpref.experiments.seed_stats import Estimate, estimate, paired_difference
+from fedpref.results import RESULTS_FILE, MethodResult, RunResults
 
 
 @dataclass
@@ -33,10 +34,10 @@ def accuracy_rows(group: Group) -> list[Row]:
     """Per method and personalization step: the runs' mean accuracy over clients, summarized over seeds."""
     rows = []
     for method in group.methods():
-        runs = [r for r in group.runs if method in r.results["methods"]]
-        curves = [r.results["methods"][method]["personalization"] for r in runs]
-        for i, step in enumerate(curves[0]["steps"]):
-            values = [c["acc_mean"][i] for c in curves]
+        runs = [r for r in group.runs if method in r.methods]
+        curves = [r.methods[method].curves for r in runs]
+        for i, step in enumerate(curves[0].steps):
+            values = [c.acc_mean[i] for c in curves]
             rows.append(Row(group.label, "accuracy", method, step, "seed", estimate(values), [r.seed for r in runs]))
     return rows
 
@@ -45,7 +46,7 @@ def per_run_rows(group: Group, kind: str, value: Callable[[Run, str], float | No
     """Per method, `value(run, method)` summarized over the seeds where it is defined (ARI, settle round)."""
     rows = []
     for method in group.methods():
-        pairs = [(r.seed, value(r, method)) for r in group.runs if method in r.results["methods"]]
+        pairs = [(r.seed, value(r, method)) for r in group.runs if method in r.methods]
         pairs = [(s, x) for s, x in pairs if x is not None]
         if pairs:
             est = estimate([x for _, x in pairs])
@@ -60,20 +61,20 @@ def pair_rows(group: Group, a: str, b: str) -> list[Row]:
 
 
 def seed_pair_rows(
-    label: str, kind: str, name: str, results_a: dict[int, dict], results_b: dict[int, dict]
+    label: str, kind: str, name: str, results_a: dict[int, MethodResult], results_b: dict[int, MethodResult]
 ) -> list[Row]:
     """A - B at each personalization step of A that B also has, over the seeds in both (seed -> method results)."""
     seeds = sorted(s for s in results_a if s in results_b)
     if not seeds:
         return []
-    curves = [(results_a[s]["personalization"], results_b[s]["personalization"]) for s in seeds]
+    curves = [(results_a[s].curves, results_b[s].curves) for s in seeds]
     rows = []
-    for i, step in enumerate(curves[0][0]["steps"]):
-        if step not in curves[0][1]["steps"]:
+    for i, step in enumerate(curves[0][0].steps):
+        if step not in curves[0][1].steps:
             continue
-        j = curves[0][1]["steps"].index(step)
+        j = curves[0][1].steps.index(step)
         per_seed = [
-            ({c: v[i] for c, v in ca["per_client"].items()}, {c: v[j] for c, v in cb["per_client"].items()})
+            ({c: v[i] for c, v in ca.per_client.items()}, {c: v[j] for c, v in cb.per_client.items()})
             for ca, cb in curves
         ]
         est, unit = paired_difference(per_seed)
@@ -99,7 +100,7 @@ def diagnostic_rows(group: Group) -> list[Row]:
     """Per diagnostic quantity and method, the runs' client-averaged value summarized over seeds."""
 
     def quantity(key: str) -> Callable[[Run, str], float | None]:
-        return lambda run, method: (run.results["methods"][method].get("diagnostics") or {}).get(key)
+        return lambda run, method: (run.methods[method].diagnostics or {}).get(key)
 
     return [row for key in DIAGNOSTIC_COLUMNS for row in per_run_rows(group, f"diagnostic:{key}", quantity(key))]
 
@@ -188,7 +189,7 @@ def partition_lines(group: Group) -> list[str]:
         f"- {method} (seed {run.seed}): {text}"
         for method in group.methods()
         for run in group.runs
-        if method in run.results["methods"] and (text := run.partition(method))
+        if method in run.methods and (text := run.partition(method))
     ]
     return ["", "Final partition, true groups per model (each seed):", "", *lines] if lines else []
 
@@ -210,30 +211,30 @@ def group_lines(group: Group) -> list[str]:
     lines = []
     for method in group.methods():
         for run in group.runs:
-            curves = run.results["methods"].get(method, {}).get("personalization", {})
-            if curves.get("by_group"):
-                text = ", ".join(f"{g} {v[0]:.0f}->{v[-1]:.0f}" for g, v in curves["by_group"].items())
+            result = run.methods.get(method)
+            if result is not None and result.curves.by_group:
+                text = ", ".join(f"{g} {v[0]:.0f}->{v[-1]:.0f}" for g, v in result.curves.by_group.items())
                 lines.append(f"- {method} (seed {run.seed}): {text}")
     return ["Per group, acc^0 -> acc^last (each seed):", "", *lines] if lines else []
 
 
-def client_groups(results: dict, config: dict) -> dict[str, tuple[str, str]]:
+def client_groups(results: RunResults, config: dict) -> dict[str, tuple[str, str]]:
     """client -> (true group, 'seen' or 'unseen'), from any latent-conditioned method's evaluation, else (a
     synthetic run of baselines only, with held-out clients) from the client order and the held-out list."""
-    for r in results["methods"].values():
-        if r.get("selector"):
-            sel = r["selector"]
+    for r in results.methods.values():
+        if r.selector:
+            sel = r.selector
             kinds = [k for k in ("seen", "unseen") if k in sel]
             return {c: (v["group"], k) for k in kinds for c, v in sel[k]["per_client"].items()}
-    unseen = set(results.get("data", {}).get("unseen_clients", []))
+    unseen = set((results.data or {}).get("unseen_clients", []))
     if config["data"].get("source", "synthetic") != "synthetic" or not unseen:  # not a latent-selector experiment
         return {}
     return {c: (g, "unseen" if c in unseen else "seen") for c, g in true_groups(config).items()}
 
 
-def baseline_entry(result: dict, group_of: dict[str, tuple[str, str]]) -> dict:
+def baseline_entry(result: MethodResult, group_of: dict[str, tuple[str, str]]) -> dict:
     """A monolithic baseline's acc^0 (its reward model, no z) in the selector table's shape."""
-    acc0 = {c: curve[0] for c, curve in result["personalization"]["per_client"].items()}
+    acc0 = {c: curve[0] for c, curve in result.curves.per_client.items()}
     seen = [c for c in acc0 if group_of[c][1] == "seen"]
     unseen = [c for c in acc0 if group_of[c][1] == "unseen"]
     groups = sorted({group_of[c][0] for c in seen})
@@ -257,9 +258,9 @@ def selector_lines(group: Group) -> list[str]:
     acc^0 in the same shape."""
     entries: dict[str, list[dict]] = {}
     for run in group.runs:
-        for name, r in run.results["methods"].items():
-            if r.get("selector"):
-                entries.setdefault(name, []).append(r["selector"])
+        for name, r in run.methods.items():
+            if r.selector:
+                entries.setdefault(name, []).append(r.selector)
             elif group_of := client_groups(run.results, run.config):
                 entries.setdefault(name, []).append(baseline_entry(r, group_of))
     if not entries:
@@ -280,13 +281,15 @@ def selector_lines(group: Group) -> list[str]:
     return lines
 
 
-def client_accuracies(result: dict, group_of: dict[str, tuple[str, str]], kind: str) -> dict[str, tuple[str, float]]:
+def client_accuracies(
+    result: MethodResult, group_of: dict[str, tuple[str, str]], kind: str
+) -> dict[str, tuple[str, float]]:
     """client -> (true group, accuracy) of one method on the `kind` ('seen' or 'unseen') clients: the selector's
     with z, or a monolithic baseline's acc^0."""
-    if result.get("selector"):
-        per_client = result["selector"].get(kind, {}).get("per_client", {})
+    if result.selector:
+        per_client = result.selector.get(kind, {}).get("per_client", {})
         return {c: (v["group"], v["acc"]) for c, v in per_client.items()}
-    curves = result["personalization"]["per_client"]
+    curves = result.curves.per_client
     return {c: (group_of[c][0], curves[c][0]) for c in curves if group_of.get(c, ("", ""))[1] == kind}
 
 
@@ -298,7 +301,7 @@ def client_interval_lines(group: Group, kind: str = "seen") -> list[str]:
         group_of = client_groups(run.results, run.config)
         if not group_of:
             return []
-        for name, r in run.results["methods"].items():
+        for name, r in run.methods.items():
             for g, acc in client_accuracies(r, group_of, kind).values():
                 by_method.setdefault(name, {}).setdefault(g, []).append(acc)
     types = sorted({g for accs in by_method.values() for g in accs})
@@ -423,10 +426,10 @@ def across_family(family: list[Group], key: str, reference: Group) -> tuple[list
 
 def last_step_cell(group: Group, method: str) -> str:
     """'mean [lo, hi] (n) at acc^step' of the method's mean accuracy over clients, over seeds; '–' if absent."""
-    curves = [r["personalization"] for r in group.by_seed(method).values()]
+    curves = [r.curves for r in group.by_seed(method).values()]
     if not curves:
         return "–"
-    return f"{interval_cell([c['acc_mean'][-1] for c in curves])} at step {curves[0]['steps'][-1]}"
+    return f"{interval_cell([c.acc_mean[-1] for c in curves])} at step {curves[0].steps[-1]}"
 
 
 def parse_pairs(texts: Sequence[str] | None) -> list[tuple[str, str]]:
@@ -450,8 +453,8 @@ def summarize(
     runs = find_runs(paths)
     finished = [r for r in runs if r.finished]
     if not finished:
-        raise FedprefError("no finished run (results.json with timing) in " + ", ".join(map(str, paths)))
-    known = {m for r in finished for m in r.results["methods"]}
+        raise FedprefError(f"no finished run ({RESULTS_FILE} with status finished) in " + ", ".join(map(str, paths)))
+    known = {m for r in finished for m in r.methods}
     for pair in pairs:
         if missing := [m for m in pair if m not in known]:
             raise FedprefError(f"--pair: no method {', '.join(missing)} in these runs ({', '.join(sorted(known))})")

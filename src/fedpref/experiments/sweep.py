@@ -18,6 +18,7 @@ from rich.console import Console
 
 from fedpref.config import ExperimentConfig, load_config
 from fedpref.errors import ConfigError, FedprefError
+from fedpref.results import ResultsError, has_results, load_results
 
 
 @dataclass
@@ -113,8 +114,8 @@ def check_distinct(cells: Sequence[Cell]) -> None:
 
 
 def cell_state(cell: Cell) -> str:
-    """finished (complete results.json of this config), interrupted (a partial run of it) or new (no run yet)."""
-    results_path, config_path = cell.folder / "results.json", cell.folder / "config.toml"
+    """finished (complete results of this config), interrupted (a partial run of it) or new (no run yet)."""
+    config_path = cell.folder / "config.toml"
     if not cell.folder.is_dir() or not any(cell.folder.iterdir()):
         return "new"
     if not config_path.is_file():
@@ -128,18 +129,18 @@ def cell_state(cell: Cell) -> str:
             f"{cell.folder}: holds a run of another config (hash {digest}, this cell {cell.cfg.digest()}); "
             "choose another --out"
         )
-    return "finished" if results_complete(results_path, cell.cfg) else "interrupted"
+    return "finished" if results_complete(cell.folder, cell.cfg) else "interrupted"
 
 
-def results_complete(path: Path, cfg: ExperimentConfig) -> bool:
-    """results.json gets its top-level timing only after the last method (run_experiment)."""
-    if not path.is_file():
+def results_complete(run_dir: Path, cfg: ExperimentConfig) -> bool:
+    """The run's status is finished (written after its last method) and it holds every method of `cfg`."""
+    if not has_results(run_dir):
         return False
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+        results = load_results(run_dir)
+    except ResultsError:
         return False
-    return "timing" in results and set(cfg.algorithm.methods) <= set(results.get("methods", {}))
+    return results.finished and set(cfg.algorithm.methods) <= set(results.methods)
 
 
 def sweep_index(cells: Sequence[Cell], out: Path, spec: dict) -> dict:

@@ -18,6 +18,7 @@ from fedpref.config import ExperimentConfig
 from fedpref.errors import FedprefError
 from fedpref.experiments import tables
 from fedpref.experiments.outputs import to_toml
+from fedpref.results import Curves, MethodResult, RunResults, as_curves, as_methods
 
 PROVENANCE_PACKAGES = ("fedpref", "torch", "transformers", "peft", "flwr", "datasets")
 INSTALL_HINT = "pip install 'fedpref[tracking]' (or -r requirements.txt)"
@@ -163,14 +164,15 @@ class Tracking:
         """One round record: its training loss, timing, dropped clients and periodic evaluation."""
         self.log_scalars(record["round"], round_scalars(record), f"{record['method']}/round")
 
-    def log_method(self, name: str, result: dict) -> None:
+    def log_method(self, name: str, result: MethodResult | dict) -> None:
         """A finished method: its personalization curve (step = personalization steps) and timing."""
-        for step, values in curve_points(result.get("personalization", {})):
+        result = as_methods({name: result})[name]
+        for step, values in curve_points(result.curves):
             self.log_scalars(step, values, f"{name}/personalization")
-        timing = result.get("timing", {})
+        timing = result.timing or {}
         self.log_scalars(0, {k: v for k, v in timing.items() if isinstance(v, int | float)}, f"{name}/timing")
 
-    def finish(self, results: dict) -> None:
+    def finish(self, results: RunResults | dict) -> None:
         """The final tables (as printed at the end of the run), then close every tracker."""
         for name, (header, rows) in result_tables(results).items():
             self.log_table(name, header, rows)
@@ -200,27 +202,27 @@ def round_scalars(record: dict) -> dict[str, float]:
     return values
 
 
-def curve_points(curves: dict) -> list[tuple[int, dict[str, float]]]:
+def curve_points(curves: Curves | dict) -> list[tuple[int, dict[str, float]]]:
     """(personalization step, {acc_mean, acc_std, acc/GROUP}) per checkpoint of a method's curves."""
-    points = []
-    for i, step in enumerate(curves.get("steps", [])):
-        values = {"acc_mean": curves["acc_mean"][i], "acc_std": curves["acc_std"][i]}
-        values.update({f"acc/{g}": accs[i] for g, accs in curves.get("by_group", {}).items()})
+    curves, points = as_curves(curves), []
+    for i, step in enumerate(curves.steps):
+        values = {"acc_mean": curves.acc_mean[i], "acc_std": curves.acc_std[i]}
+        values.update({f"acc/{g}": accs[i] for g, accs in curves.by_group.items()})
         points.append((step, values))
     return points
 
 
-def result_tables(results: dict) -> dict[str, tuple[list[str], list[list[str]]]]:
+def result_tables(results: RunResults | dict) -> dict[str, tuple[list[str], list[list[str]]]]:
     """The end-of-run tables by name: headline accuracies, per-group accuracy at step 0, selectors, timing."""
-    methods = results["methods"]
+    methods = results.methods if isinstance(results, RunResults) else as_methods(results["methods"])
     out = {"personalized_accuracy": tables.headline_rows(methods)}
-    if any(r["personalization"]["by_group"] for r in methods.values()):
+    if any(r.curves.by_group for r in methods.values()):
         out["group_accuracy_step0"] = tables.group_rows(methods, 0)
-    if any(r.get("selector") for r in methods.values()):
+    if any(r.selector for r in methods.values()):
         out["selectors"] = tables.selector_rows(methods)
-    if any(r.get("privacy") for r in methods.values()):
+    if any(r.privacy for r in methods.values()):
         out["privacy"] = tables.privacy_rows(methods)
-    timing = [[name, str(r.get("timing", {}).get("wall_s", ""))] for name, r in methods.items()]
+    timing = [[name, str((r.timing or {}).get("wall_s", ""))] for name, r in methods.items()]
     out["timing"] = (["method", "wall_s"], timing)
     return {name: (list(header), [list(map(str, row)) for row in rows]) for name, (header, rows) in out.items()}
 
