@@ -54,10 +54,12 @@ def main(grid: Grid, context: Context) -> None:
     log = RoundsLog(out, saved["rounds"] if saved else [])
     save = checkpoint_saver(out, cfg, results, log)
     # No file before the first method is done (a deployment's out-dir holds only config and rounds until then);
-    # then one after each method and the finished one at the end.
+    # then one after each method but the last, whose results come in the finished file: `fedpref federation`
+    # stops the processes once every method is in the file, which so is already the final one.
     writer = ResultsWriter(out)
+    pending = [name for name in settings.methods if name not in results.methods]
     try:
-        for method in [name for name in settings.methods if name not in results.methods]:
+        for method in pending:
             current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == method else None
             checkpoints = Checkpoints(save, cfg.federation.checkpoint_every, current)
             model_state = (model, trainable_state(model))
@@ -67,7 +69,8 @@ def main(grid: Grid, context: Context) -> None:
             LOG.info("fedpref: %s acc_mean %s", method, result["personalization"]["acc_mean"])
             results.methods[method] = MethodResult.from_dict(result)
             save(None)
-            writer.write(results, RUNNING)
+            if method != pending[-1]:
+                writer.write(results, RUNNING)
     except BaseException as e:
         if results.methods:  # only a file that exists already: the first method's results create it
             writer.fail(results, e)
