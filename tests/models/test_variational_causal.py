@@ -134,6 +134,33 @@ def test_a_response_b_that_fills_max_length_is_a_clear_error(tiny, monkeypatch):
     assert len(seq) == 64 and tiny.tokenizer.decode(seq[: end_a + 1]).rstrip().endswith("Rayleigh end.")
 
 
+def test_check_spans_finds_a_lost_response_from_the_token_ids_alone(tiny, monkeypatch):
+    monkeypatch.setattr(tiny, "max_length", 64)
+    tiny.check_spans(PAIRS)  # short pairs fit
+    calls = []
+    monkeypatch.setattr(tiny.lm, "forward", lambda *a, **k: calls.append(1))
+    long_b = PreferencePair("Q?", " ".join(["light"] * 200), " ".join(["scattering"] * 200), "c0")
+    with pytest.raises(ConfigError, match="1 of 11 selector prompts lost response A"):
+        tiny.check_spans([*PAIRS, long_b])
+    assert calls == []  # no forward pass before the error
+
+
+def test_a_variational_run_refuses_truncated_pairs_at_set_up(stories_path, tmp_path, capsys):
+    sets = [
+        f"model.backbone='{stories_path}'",
+        "model.head='selector'",
+        "data.max_length=40",  # the synthetic responses cannot both fit
+        "data.cache_dir=''",
+        "data.group_sizes=[2, 2, 0, 0]",
+        "algorithm.methods=['FL', 'FedVPA-GP']",
+    ]
+    argv = ["run", "configs/tiny.toml", "--out", str(tmp_path / "run"), *[a for s in sets for a in ("--set", s)]]
+    assert main(argv) != 0
+    assert "96 of 96 selector prompts lost response A" in capsys.readouterr().err
+    rounds = tmp_path / "run" / "rounds.jsonl"
+    assert not rounds.exists() or rounds.read_text() == ""  # not one round ran
+
+
 def perturb_lora(model: torch.nn.Module) -> dict:
     state = trainable_state(model)
     with torch.no_grad():

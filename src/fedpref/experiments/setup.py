@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from fedpref.algorithms.registry import names
+from fedpref.algorithms.registry import method_spec, names
 from fedpref.client.worker import EncodedClient
 from fedpref.config import ExperimentConfig
 from fedpref.data.load import load_pairs
@@ -16,6 +16,7 @@ from fedpref.errors import ConfigError
 from fedpref.experiments.client_store import OnDemandClients
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.factory import build_reward_model
+from fedpref.models.selector_reward import SelectorRewardModel
 from fedpref.protocol import ClientInfo
 
 
@@ -55,6 +56,8 @@ def build_setup(cfg: ExperimentConfig) -> Setup:
     unseen = pick_unseen(splits, cfg.data.unseen_clients, cfg.seed) if cfg.data.unseen_clients else []
     check_client_count(cfg, len(splits) - len(unseen))
     model = build_reward_model(cfg)
+    if isinstance(model, SelectorRewardModel) and any(method_spec(m).variational for m in cfg.algorithm.methods):
+        model.check_spans([p for s in splits for p in (*s.train, *s.val, *s.test)])  # before any forward pass
 
     def encode(s: ClientSplits) -> EncodedClient:
         return EncodedClient(s.client_id, s.group, model.encode(s.train), model.encode(s.val), model.encode(s.test))

@@ -81,6 +81,15 @@ class SelectorRewardModel(nn.Module):
         return ids[-1]
 
     def encode(self, pairs: list[PreferencePair]) -> EncodedPairs:
+        seqs, flags = self._token_seqs(pairs)
+        flags = torch.tensor(flags, dtype=torch.bool)
+        hidden = self.prefix.encode(seqs, self.lm.get_base_model().device) if self.prefix else None
+        if hidden is not None:
+            return EncodedPairs(seqs=hidden, num_pairs=len(pairs), chosen_is_a=flags, tokens=seqs)
+        return EncodedPairs(seqs=seqs, num_pairs=len(pairs), chosen_is_a=flags)
+
+    def _token_seqs(self, pairs: list[PreferencePair]) -> tuple[list[torch.Tensor], list[bool]]:
+        """Each pair's comparison prompt as token ids (cached), and whether its chosen response is A."""
         flags = [chosen_is_a(self.seed, p) for p in pairs]
         texts = [
             (p.prompt, p.chosen, p.rejected) if a else (p.prompt, p.rejected, p.chosen) for p, a in zip(pairs, flags)
@@ -88,12 +97,12 @@ class SelectorRewardModel(nn.Module):
         token_ids = cached_token_ids(
             self.cache_dir, self.tokenizer, texts, self._tokenize, max_length=self.max_length, version=TOKENS_VERSION
         )
-        seqs = [torch.tensor(t) for t in token_ids]
-        flags = torch.tensor(flags, dtype=torch.bool)
-        hidden = self.prefix.encode(seqs, self.lm.get_base_model().device) if self.prefix else None
-        if hidden is not None:
-            return EncodedPairs(seqs=hidden, num_pairs=len(pairs), chosen_is_a=flags, tokens=seqs)
-        return EncodedPairs(seqs=seqs, num_pairs=len(pairs), chosen_is_a=flags)
+        return [torch.tensor(t) for t in token_ids], flags
+
+    def check_spans(self, pairs: list[PreferencePair]) -> None:
+        """Raise the ConfigError of `response_ends` now, from the token ids alone, if any pair's response A is
+        lost to truncation: a latent-conditioned selector would otherwise find out when it first reads a split."""
+        self.span_positions(self._token_seqs(pairs)[0])
 
     def _tokenize(self, texts: list[tuple[str, str, str]]) -> list[list[int]]:
         """Token ids of the comparison prompt of each (prompt, response A, response B)."""
@@ -145,8 +154,12 @@ class SelectorRewardModel(nn.Module):
         `_encode_one` keeps the end of the sequence, so both markers are there unless response B alone
         fills `max_length`; then response A is gone entirely and this raises a ConfigError.
         """
+        return self.span_positions(enc.tokens or enc.seqs)
+
+    def span_positions(self, seqs: list[torch.Tensor]) -> torch.Tensor:
+        """`response_ends` of token-id sequences; a ConfigError when one lost response A to truncation."""
         markers = self._end_markers()
-        ends = [span_ends(s.tolist(), markers, self._is_space) for s in (enc.tokens or enc.seqs)]
+        ends = [span_ends(s.tolist(), markers, self._is_space) for s in seqs]
         lost = [i for i, e in enumerate(ends) if e is None]
         if lost:
             raise ConfigError(
