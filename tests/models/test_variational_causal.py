@@ -120,12 +120,19 @@ def test_markers_are_found_as_the_template_tokenizes_them(stories, tiny):
     assert any(t.endswith("\n") for t in last)  # a newline merged into a response's last token was handled
 
 
-def test_a_response_b_that_fills_max_length_is_a_clear_error(tiny, monkeypatch):
+def test_responses_too_long_together_are_cut_to_their_beginnings(tiny, monkeypatch):
     long_b = PreferencePair("Q?", " ".join(["light"] * 200), " ".join(["scattering"] * 200), "c0")
+    monkeypatch.setattr(tiny, "max_length", 160)
+    enc = tiny.encode([long_b])  # either response alone is longer than 160 tokens: both are cut, both stay
+    (end_a, end_b), seq = tiny.response_ends(enc)[0].tolist(), enc.seqs[0].tolist()
+    text = tiny.tokenizer.decode(seq)
+    assert len(seq) <= 160 and 0 < end_a < end_b
+    assert "RESPONSE A: light light" in text or "RESPONSE A: scattering scattering" in text
+    assert "RESPONSE B: light light" in text or "RESPONSE B: scattering scattering" in text
+    monkeypatch.setattr(tiny, "max_length", 12)  # not even the instructions fit: a clear error
+    with pytest.raises(ConfigError, match="data.max_length = 12"):
+        tiny.response_ends(tiny.encode([long_b]))
     monkeypatch.setattr(tiny, "max_length", 64)
-    enc = tiny.encode([long_b])  # A or B, the second response alone is longer than 64 tokens
-    with pytest.raises(ConfigError, match="data.max_length = 64"):
-        tiny.response_ends(enc)
     cut_a = PreferencePair("Q?", " ".join(["Rayleigh"] * 80) + " end.", "Plain.", "c0")
     cut_b = dataclasses.replace(cut_a, chosen=cut_a.rejected, rejected=cut_a.chosen)
     enc = tiny.encode([cut_a, cut_b])
@@ -135,12 +142,13 @@ def test_a_response_b_that_fills_max_length_is_a_clear_error(tiny, monkeypatch):
 
 
 def test_check_spans_finds_a_lost_response_from_the_token_ids_alone(tiny, monkeypatch):
+    long_b = PreferencePair("Q?", " ".join(["light"] * 200), " ".join(["scattering"] * 200), "c0")
     monkeypatch.setattr(tiny, "max_length", 64)
-    tiny.check_spans(PAIRS)  # short pairs fit
+    tiny.check_spans([*PAIRS, long_b])  # they fit (long responses cut)
     calls = []
     monkeypatch.setattr(tiny.lm, "forward", lambda *a, **k: calls.append(1))
-    long_b = PreferencePair("Q?", " ".join(["light"] * 200), " ".join(["scattering"] * 200), "c0")
-    with pytest.raises(ConfigError, match="1 of 11 selector prompts lost response A"):
+    monkeypatch.setattr(tiny, "max_length", 12)
+    with pytest.raises(ConfigError, match="11 of 11 selector prompts lost response A"):
         tiny.check_spans([*PAIRS, long_b])
     assert calls == []  # no forward pass before the error
 
@@ -149,7 +157,7 @@ def test_a_variational_run_refuses_truncated_pairs_at_set_up(stories_path, tmp_p
     sets = [
         f"model.backbone='{stories_path}'",
         "model.head='selector'",
-        "data.max_length=40",  # the synthetic responses cannot both fit
+        "data.max_length=24",  # not even the instructions fit
         "data.cache_dir=''",
         "data.group_sizes=[2, 2, 0, 0]",
         "algorithm.methods=['FL', 'FedVPA-GP']",

@@ -28,7 +28,7 @@ TEMPLATE_TAIL = "\n### RESPONSE A: {a}\n### RESPONSE B: {b}\n### YOUR CHOICE:"
 # are located by answer markers in the input).
 END_MARKERS = ("### RESPONSE B:", "### YOUR CHOICE:")
 # Names the token layout in the tokenized-data cache; follows the template text automatically.
-TOKENS_VERSION = "selector-1:" + hashlib.sha256((TEMPLATE_HEAD + TEMPLATE_TAIL).encode()).hexdigest()[:12]
+TOKENS_VERSION = "selector-2:" + hashlib.sha256((TEMPLATE_HEAD + TEMPLATE_TAIL).encode()).hexdigest()[:12]
 
 
 def chosen_is_a(seed: int, pair: PreferencePair) -> bool:
@@ -109,13 +109,35 @@ class SelectorRewardModel(nn.Module):
         return [self._encode_one(*t) for t in texts]
 
     def _encode_one(self, prompt: str, a: str, b: str) -> list[int]:
-        tok = self.tokenizer
-        head = tok(TEMPLATE_HEAD, add_special_tokens=True)["input_ids"]
+        """The comparison prompt's ids, its end kept: the conversation's end, then both responses. Where that
+        loses response A entirely (B alone fills `max_length`), each response is cut to its first tokens instead,
+        so that both and their markers stay."""
+        seq = self._fit(prompt, a, b)
+        if span_ends(seq, self._end_markers(), self._is_space) is None:
+            seq = self._fit(prompt, *self._cut_responses(a, b, self.max_length - len(self._head())))
+        return seq
+
+    def _head(self) -> list[int]:
+        return self.tokenizer(TEMPLATE_HEAD, add_special_tokens=True)["input_ids"]
+
+    def _fit(self, prompt: str, a: str, b: str) -> list[int]:
+        tok, head = self.tokenizer, self._head()
         tail = tok(TEMPLATE_TAIL.format(a=a, b=b), add_special_tokens=False)["input_ids"]
         ids = tok(prompt, add_special_tokens=False)["input_ids"]
         room = max(self.max_length - len(head) - len(tail), 0)
         ids = head + ids[-room:] if room else head  # keep the prompt's end, nearest the responses
         return (ids + tail)[-self.max_length :]
+
+    def _cut_responses(self, a: str, b: str, room: int) -> tuple[str, str]:
+        """Responses a and b cut to their first tokens so that the template tail with them fits `room` tokens:
+        the shorter keeps up to half, the longer gets the rest (a few tokens spare for re-tokenization)."""
+        tok = self.tokenizer
+        overhead = len(tok(TEMPLATE_TAIL.format(a="", b=""), add_special_tokens=False)["input_ids"])
+        budget = max(room - overhead - 8, 2)
+        ids_a, ids_b = (tok(x, add_special_tokens=False)["input_ids"] for x in (a, b))
+        keep_a = min(len(ids_a), max(budget // 2, budget - len(ids_b)))
+        keep_b = budget - keep_a
+        return tok.decode(ids_a[:keep_a]), tok.decode(ids_b[:keep_b])
 
     def train(self, mode: bool = True):
         set_lora_training(self, mode)
