@@ -45,7 +45,7 @@ class PositionBiasedLM(nn.Module):
     def get_input_embeddings(self) -> nn.Module:
         return self.embed
 
-    def forward(self, input_ids, attention_mask):
+    def forward(self, input_ids, attention_mask, logits_to_keep=0):
         logits = torch.zeros(*input_ids.shape, 200)
         for i, row in enumerate(input_ids):
             text = "".join(chr(t) for t, m in zip(row.tolist(), attention_mask[i].tolist()) if m)

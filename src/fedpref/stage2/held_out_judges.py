@@ -139,7 +139,8 @@ class LMJudge:
             ids = torch.tensor([[PAD_ID] * (width - len(r)) + r for r in chunk], device=device)  # left-padded
             starts = torch.tensor([width - len(r) for r in chunk], device=device)
             mask = (torch.arange(width, device=device).unsqueeze(0) >= starts.unsqueeze(1)).long()
-            logits = self.lm(input_ids=ids, attention_mask=mask).logits[:, -1, self.letters].float()  # (B, 2)
+            answer = self.lm(input_ids=ids, attention_mask=mask, logits_to_keep=1)  # the answer position only
+            logits = answer.logits[:, -1, self.letters].float()  # (B, 2)
             out += (logits[:, 0] - logits[:, 1]).tolist()
         return out
 
