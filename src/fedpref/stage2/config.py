@@ -143,7 +143,9 @@ class EvalConfig:
     )
     reward_model_head: str = _help("reward_model judge: its model.head ('scalar', 'selector', ...).", "scalar")
     reward_model_max_length: int = _help("reward_model judge: its data.max_length.", 256)
-    reward_model_steps: int = _help("reward_model judge: training steps per type (batch and lr: the defaults).", 200)
+    reward_model_steps: int = _help(
+        "reward_model judge: training steps per type (batch 8, LoRA on the top 2 layers, the default lr).", 200
+    )
     lm_model: str = _help(
         "lm judge: the causal LM asked App. D.2's question ('smollm2': the embedded SmolLM2-135M-Instruct; a "
         "folder, .gguf file or hub id); it reads the next-token logits of 'A' and 'B'.",
