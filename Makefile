@@ -43,7 +43,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 
-# The first rung of docs/reproduction.md's runs (P1, P2, P4): every FedGD-paper method at reduced scale,
+# The first rung of docs/notes/reproduction.md's runs (P1, P2, P4): every FedGD-paper method at reduced scale,
 # 3 seeds each, imbalanced and balanced, and FedGD with Phase 2 continuing from its Phase-1 model (the
 # fresh start is in the first two sweeps). Two streams of one thread each; about 3.5 hours on 2 CPU cores.
 # Resumable: run it again after an interruption (finished cells are skipped, an interrupted one continues).
@@ -180,7 +180,8 @@ reproduce-f9d: $(STAMP)
 # FedGD paper Table 3's real-world column (F8c, F9a, F9b, F9i) on the local TL;DR subset: six annotators, every
 # method, 3 seeds, in two streams (the four single-model methods; FedBiscuit and Soft-FL) that pair up by seed;
 # about 45 minutes per stream at one thread. Resumable.
-TLDR_SWEEP := $(REPRO_SWEEP) configs/tldr_local.toml --seeds 0,1,2
+TLDR_DATA ?= ../shared/data/tldr-comparisons
+TLDR_SWEEP := $(REPRO_SWEEP) configs/tldr_local.toml --seeds 0,1,2 --set "data.path='$(TLDR_DATA)'"
 TLDR_PAIRS := --pair FedGD,FL --pair FL,CL --pair FedGD,FedBiscuit --pair FedGD,Soft-FL
 .PHONY: reproduce-tldr reproduce-tldr-core reproduce-tldr-clustered
 reproduce-tldr: $(STAMP)
@@ -225,7 +226,7 @@ reproduce-hh-k50 reproduce-hh-k100: reproduce-hh-k%: $(STAMP)
 
 # One seed of one K: the stem is K-sS, so K picks the settings and S the seed.
 $(HH_K_SEEDS): reproduce-hh-k%: $(STAMP)
-	$(REPRO_SWEEP) configs/vpa_hh.toml --seeds $(lastword $(subst -s, ,$*)) $(HH_K$(firstword $(subst -s, ,$*))) \
+	$(REPRO_SWEEP) configs/vpa_hh.toml --set "data.path='$(HH_DATA)'" --seeds $(lastword $(subst -s, ,$*)) $(HH_K$(firstword $(subst -s, ,$*))) \
 	  --out $(REPRO)/hh_k$(subst -s,/s,$*)
 
 # F21 (FedVPA-GP paper Table 3): FedVPA-GP against FedBiscuit (U = 3 selectors, reassignment every 2 of the 20
@@ -240,7 +241,7 @@ reproduce-hh-ratios: $(STAMP)
 	  --out $(REPRO)/hh_ratios/summary.md
 
 reproduce-hh-ratio-70 reproduce-hh-ratio-30 reproduce-hh-ratio-80 reproduce-hh-ratio-20: reproduce-hh-ratio-%: $(STAMP)
-	$(REPRO_SWEEP) configs/vpa_hh.toml --seeds 0,1,2 --set data.hh.helpful_fraction=0.$* $(HH_RATIOS) \
+	$(REPRO_SWEEP) configs/vpa_hh.toml --set "data.path='$(HH_DATA)'" --seeds 0,1,2 --set data.hh.helpful_fraction=0.$* $(HH_RATIOS) \
 	  --out $(REPRO)/hh_ratios/h$*
 
 # The FedGD paper's Table 3 (balanced) shape on configs/boundary_balanced.toml (docs/calibration.md, lever 8):
@@ -315,9 +316,9 @@ $(STAGE2_METHODS): reproduce-stage2-%: $(STAMP)
 
 # The real pretrained LLM: the embedded SmolLM2-135M-Instruct (a 4-bit quantized 135M model, not the papers'
 # 0.5B-2B) as the A/B selector of FedVPA-GP's Stage 1 on HH-RLHF, and as the Stage 2 policy with the held-out
-# judges. Seeds 0-2, one thread each; about an hour a seed on 2 cores (fedpref estimate). HH_DATA: the hub id, or a
-# local folder of {subset}.{split}.jsonl.gz (make reproduce-smollm2-hh HH_DATA=../shared/data/hh-rlhf).
-HH_DATA ?= Anthropic/hh-rlhf
+# judges. Seeds 0-2, one thread each; about an hour a seed on 2 cores (fedpref estimate). HH_DATA (every HH target):
+# a local folder of {subset}.{split}.jsonl.gz, default the shared test splits, or the hub id Anthropic/hh-rlhf.
+HH_DATA ?= ../shared/data/hh-rlhf
 SMOLLM2_SEEDS ?= 0,1,2
 SMOLLM2_HH_METHODS ?= ['FL','FedVPA-GP']
 .PHONY: reproduce-smollm2-hh reproduce-smollm2-stage2

@@ -45,6 +45,9 @@ figure_args() {
       CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPL[@]}" "${LONG[@]}" --set seed=1) ;;
     *) echo "unknown figure: $1 (see docs/img/)" >&2; return 1 ;;
   esac
+  # the HH config reads the hub id; these figures were drawn from the local test splits (HH_DATA to change it)
+  [[ $CONFIG == configs/vpa_hh.toml ]] && ARGS+=(--set "data.path='${HH_DATA:-../shared/data/hh-rlhf}'")
+  return 0
 }
 
 names=("$@")

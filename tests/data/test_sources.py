@@ -20,6 +20,8 @@ TLDR_SMALL = ROOT / "tests" / "fixtures" / "tldr_small.jsonl"
 SHARED = (ROOT / ".." / "shared" / "data").resolve()
 
 
+TLDR_LOCAL = "../shared/data/tldr-comparisons"  # the shared subset, relative to the repository root
+
 def _shared(name: str) -> Path:
     path = SHARED / name
     if not path.is_dir():
@@ -162,7 +164,7 @@ def test_stats_reports_too_few_clients(capsys):
 def test_tldr_local_config_on_the_real_subset(monkeypatch):
     _shared("tldr-comparisons")
     monkeypatch.chdir(ROOT)  # data.path is relative to the repository root
-    cfg = load_config(ROOT / "configs" / "tldr_local.toml")
+    cfg = load_config(ROOT / "configs" / "tldr_local.toml", [f"data.path='{TLDR_LOCAL}'"])
     pairs = load_pairs(cfg)
     assert sorted(_clients(pairs).values()) == [74, 83, 115, 127, 128, 168] and len(pairs) == 695
     splits = split_clients(pairs, cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
@@ -173,7 +175,8 @@ def test_tldr_local_config_on_the_real_subset(monkeypatch):
 def test_real_tldr_filter_leaving_no_client_through_the_cli(capsys, monkeypatch):
     _shared("tldr-comparisons")
     monkeypatch.chdir(ROOT)
-    argv = ["data", "stats", "configs/tldr_local.toml", "--set", "data.tldr.min_per_split=100"]
+    argv = ["data", "stats", "configs/tldr_local.toml", "--set", f"data.path='{TLDR_LOCAL}'"]
+    argv += ["--set", "data.tldr.min_per_split=100"]
     code, out = run_cli(capsys, *argv)
     error = out[out.index("error:") :].strip()
     assert code == 2 and "\n" not in error and "Traceback" not in out
