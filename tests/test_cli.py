@@ -145,3 +145,28 @@ def test_federation_refuses_to_overwrite_or_resume_nothing(capsys, tmp_path):
         capsys, "federation", "configs/tiny.toml", "--clients-dir", tmp_path, "--out", fresh, *fl, "--resume"
     )
     assert code != 0 and "nothing to resume" in out
+
+
+def test_list_methods_names_every_registered_method(capsys):
+    from fedpref.algorithms.registry import methods
+
+    assert main(["list", "methods"]) == 0
+    out = capsys.readouterr().out
+    for name in methods():
+        assert f"\n{name} " in "\n" + out
+    assert "algorithm.options." not in out  # a method's own options belong to `fedpref run --help`
+
+
+def test_list_configs_reads_each_header(capsys, tmp_path):
+    (tmp_path / "stage2").mkdir()
+    (tmp_path / "a.toml").write_text("# Setting A (Sec. 5.1, App. D). Its second sentence.\nname = 'a'\n")
+    (tmp_path / "stage2" / "b.toml").write_text("name = 'b'\n")
+    assert main(["list", "configs", "--dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("a.toml") and line.rstrip().endswith("Setting A (Sec. 5.1, App. D).") for line in lines)
+    assert any(line.rstrip() == "stage2/b.toml" for line in lines)
+
+
+def test_list_configs_without_a_folder(capsys, tmp_path):
+    assert main(["list", "configs", "--dir", str(tmp_path / "missing")]) == 2
+    assert "no configs folder" in capsys.readouterr().err

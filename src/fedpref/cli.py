@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -132,12 +133,70 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("--out", type=Path, required=True, help="folder for <user>.jsonl files")
     split.add_argument("--user-key", default="user_id", help="the user column (as data.pairwise.user_key)")
     _add_estimate_parser(sub)
+    _add_list_parser(sub)
     _add_stage2_parser(sub)
     _add_sweep_parser(sub)
     _add_summarize_parser(sub)
     _add_export_parser(sub)
     _add_federation_parser(sub)
     return parser
+
+
+def _add_list_parser(sub) -> None:
+    """`fedpref list configs|methods`: what there is to run."""
+    ls = sub.add_parser(
+        "list",
+        help="list the shipped configs or the implemented methods",
+        description="`configs`: every TOML file under --dir (default: ./configs, else the configs folder beside "
+        "the installed package), with its first header line. `methods`: every method of the registry, with its "
+        "one-line help and flags.",
+    )
+    ls.add_argument("what", choices=("configs", "methods"))
+    ls.add_argument("--dir", type=Path, default=None, help="the configs folder (default: ./configs)")
+
+
+def config_folder(given: Path | None) -> Path:
+    """The folder `fedpref list configs` reads: --dir, else ./configs, else the checkout's configs/."""
+    if given is not None:
+        candidates = [given]
+    else:
+        candidates = [Path("configs"), Path(__file__).resolve().parents[2] / "configs"]
+    for folder in candidates:
+        if folder.is_dir():
+            return folder
+    raise FedprefError(f"no configs folder: {', '.join(map(str, candidates))} (pass --dir)")
+
+
+def config_description(path: Path) -> str:
+    """The first sentence of a config's header comment ('' when it has none)."""
+    header = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line.lstrip("#").strip())
+    text = " ".join(header)
+    # a sentence ends at ". " before a capital, except after the papers' abbreviations ("Sec. 5.1", "App. D")
+    end = re.search(r"(?<!Sec)(?<!App)(?<!Fig)(?<!Eq)\.\s+(?=[A-Z])", text)
+    return text if end is None else text[: end.start() + 1]
+
+
+def cmd_list(args: argparse.Namespace, console: Console) -> None:
+    table = Table(show_edge=False, box=None, pad_edge=False)
+    if args.what == "methods":
+        from fedpref.algorithms.registry import help_rows
+
+        table.add_column("method")
+        table.add_column("what it is")
+        for name, help_ in help_rows():
+            if not name.startswith(" "):  # the methods' own options are in `fedpref run --help`
+                table.add_row(name, help_)
+    else:
+        folder = config_folder(args.dir)
+        table.add_column("config")
+        table.add_column("what it is")
+        for path in sorted(folder.rglob("*.toml")):
+            table.add_row(str(path.relative_to(folder)), config_description(path))
+    console.print(table, highlight=False, markup=False)
 
 
 def _add_estimate_parser(sub) -> None:
@@ -556,6 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commands = {
             "run": cmd_run,
+            "list": cmd_list,
             "estimate": cmd_estimate,
             "sweep": cmd_sweep,
             "summarize": cmd_summarize,
