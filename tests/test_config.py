@@ -155,5 +155,6 @@ def test_bf16_frozen_refuses_what_it_cannot_run_with(sets, message):
 
 
 def test_unseen_clients_with_multi_cl_is_a_config_error():
-    with pytest.raises(ConfigError, match="cannot go with Multi-CL"):
-        load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','Multi-CL']"])
+    with pytest.raises(ConfigError, match="cannot go with Multi-CL"):  # a rule Multi-CL declares itself
+        check_methods(load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','Multi-CL']"]))
+    check_methods(load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','CL']"]))

@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from fedpref.algorithms.registry import check_methods
-from fedpref.config import ExperimentConfig, _build, read_toml, validate
+from fedpref.config import ExperimentConfig, config_from_dict, read_toml
 from fedpref.errors import ConfigError, FedprefError
-from fedpref.experiments.experiment import FLOWER, run_experiment
-from fedpref.experiments.outputs import prepare_run_dir, run_state
+from fedpref.experiments.experiment import execute
+from fedpref.experiments.orchestrator import API_WORDS, check_config, open_run_dir
 from fedpref.experiments.runner import INPROCESS
-from fedpref.models.factory import check_model_config
 from fedpref.results import RESULTS_FILE, RunResults
 
 if TYPE_CHECKING:
@@ -75,55 +73,33 @@ def run(
     folder (None: a temporary one that lasts as long as the result); `overwrite` and `resume` as on the command
     line. Quiet unless `verbose`.
     """
-    if engine not in (INPROCESS, FLOWER):
-        raise ConfigError(f"engine = '{engine}': must be '{INPROCESS}' or '{FLOWER}'")
-    if resume and overwrite:
-        raise FedprefError("resume and overwrite exclude each other")
     rows = _rows(data) if data is not None else None
     cfg, where = _config(config, rows is not None)
     if rows is not None:
         _check_keys(rows, cfg)
-    check_methods(cfg, where)
-    check_model_config(cfg)  # device and head, before a folder is made or a weight loaded
+    plan = check_config(cfg, where, engine)  # before a folder is made or a weight loaded
     tmp = tempfile.TemporaryDirectory(prefix="fedpref-") if out is None else None
     run_dir = Path(tmp.name) / "run" if tmp else Path(out)
-    if resume:
-        if not (run_dir / "config.toml").is_file():
-            raise FedprefError(f"{run_dir}: nothing to resume (no config.toml)")
-    else:
-        _prepare(run_dir, overwrite)
+    open_run_dir(run_dir, overwrite, resume, words=API_WORDS)
     if rows is not None:
         data_path = run_dir / DATA_FILE
         if not resume:  # resuming reads the very file the run started with (the config hash names its path)
             _write_jsonl(rows, data_path)
         cfg.data.source, cfg.data.path = "pairwise_jsonl", str(data_path)
     console = Console(stderr=True) if verbose else Console(quiet=True)
-    results = run_experiment(cfg, run_dir, console, resume=resume, engine=engine)
+    results = execute(plan, run_dir, console, resume=resume)
     paths = {"run_dir": run_dir} | {k: run_dir / name for k, name in PATHS.items() if (run_dir / name).is_file()}
     typed = RunResults.from_dict(results)
     return RunResult(_curves(typed), _group_table(typed), results, paths, cfg, tmp)
 
 
-def _prepare(run_dir: Path, overwrite: bool) -> None:
-    """prepare_run_dir, with its refusals in this API's words (resume=, overwrite=, out=) rather than flags."""
-    state = run_state(run_dir)
-    if state == "unfinished" and not overwrite:
-        raise FedprefError(
-            f"{run_dir} holds an unfinished run; pass resume=True to continue it, overwrite=True to start it "
-            "again, or another out"
-        )
-    if state in ("finished", "other") and not overwrite:
-        raise FedprefError(f"{run_dir} is not empty; pass overwrite=True or another out")
-    prepare_run_dir(run_dir, overwrite)
-
-
 def _config(config: ConfigLike, with_data: bool) -> tuple[ExperimentConfig, str]:
-    """(validated copy of the config, its name for messages); with data, its source is the data's file."""
+    """(copy of the config, its name for messages); with data, its source is the data's file (check_config
+    validates it)."""
     if isinstance(config, ExperimentConfig):
         cfg, where = copy.deepcopy(config), "<ExperimentConfig>"
         if with_data:
             cfg.data.source, cfg.data.path = "pairwise_jsonl", f"<data: {DATA_FILE} in the run folder>"
-        validate(cfg, where)
         return cfg, where
     if isinstance(config, Mapping):
         where, raw = "<dict>", copy.deepcopy(dict(config))
@@ -136,9 +112,7 @@ def _config(config: ConfigLike, with_data: bool) -> tuple[ExperimentConfig, str]
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: 'data' must be a section/table")
         data |= {"source": "pairwise_jsonl", "path": f"<data: {DATA_FILE} in the run folder>"}
-    cfg = _build(ExperimentConfig, raw, where, prefix="")
-    validate(cfg, where)
-    return cfg, where
+    return config_from_dict(raw, where), where
 
 
 def _rows(data: Any) -> list[dict]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -471,6 +472,38 @@ def check_secure_aggregation(s: SecureAggregationConfig, cohort: int, need: Any)
 
 
 @dataclass
+class FlowerConfig:
+    """How `--engine flower` runs its Simulation Engine: the Ray resources each client holds, and which Ray
+    cluster runs them; never changes a number."""
+
+    num_cpus: float = _help(
+        "CPUs each client holds on the Simulation Engine; a Ray node with N CPUs runs N / num_cpus clients at once.",
+        1.0,
+    )
+    num_gpus: float = _help(
+        "Fraction of a GPU each client holds when the device is CUDA (0.5: two clients share a GPU, 0.25: four); "
+        "ignored on CPU.",
+        1.0,
+    )
+    ray_address: str = _help(
+        "Address of a running Ray cluster to run the clients on (e.g. '10.0.0.1:6379', or 'auto' for the one "
+        "started on this machine); empty: start a private Ray instance in this process.",
+        "",
+    )
+
+
+def check_flower(f: FlowerConfig, need: Any) -> None:
+    """`need(ok, key, problem)` for each [flower] value."""
+    need(f.num_cpus > 0, "flower.num_cpus", "must be > 0 (CPUs each client holds, e.g. 1 or 0.5)")
+    need(0 <= f.num_gpus <= 1, "flower.num_gpus", "must be a fraction of one GPU in [0, 1] (e.g. 0.5 to share one)")
+    need(
+        f.ray_address == f.ray_address.strip() and (not f.ray_address or ":" in f.ray_address or f.ray_address == "auto"),
+        "flower.ray_address",
+        "must be empty, 'auto', or a Ray cluster's HOST:PORT (e.g. '10.0.0.1:6379')",
+    )
+
+
+@dataclass
 class LoggingConfig:
     """Experiment tracking besides the run folder (`fedpref run --log tensorboard,csv`); never changes a number."""
 
@@ -500,6 +533,7 @@ class ExperimentConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     secure_aggregation: SecureAggregationConfig = field(default_factory=SecureAggregationConfig)
+    flower: FlowerConfig = field(default_factory=FlowerConfig)
 
     def to_dict(self) -> dict:
         out = dataclasses.asdict(self)
@@ -513,6 +547,8 @@ class ExperimentConfig:
             del out["privacy"]
         if out["secure_aggregation"] == dataclasses.asdict(SecureAggregationConfig()):
             del out["secure_aggregation"]
+        if out["flower"] == dataclasses.asdict(FlowerConfig()):
+            del out["flower"]
         if out["data"]["prefix_cache_mb"] == DataConfig.prefix_cache_mb:
             del out["data"]["prefix_cache_mb"]
         return out
@@ -521,6 +557,7 @@ class ExperimentConfig:
         """A short hash of the resolved config (recorded with every run)."""
         resolved = self.to_dict()
         resolved.pop("logging", None)  # where the numbers are logged changes none of them (and --resume may differ)
+        resolved.pop("flower", None)  # nor do the Simulation Engine's resources and cluster
         resolved["data"].pop("prefix_cache_mb", None)  # nor does which encodings are read back from disk
         for section, key, neutral in ADDED_LATER:  # a run made before the option existed keeps its hash
             if resolved[section].get(key) == neutral:
@@ -532,6 +569,17 @@ class ExperimentConfig:
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Load a TOML file (or the defaults when `path` is None), apply `a.b=c` overrides, validate."""
     source, raw = read_toml(path, overrides, ExperimentConfig)
+    config = _build(ExperimentConfig, raw, source, prefix="")
+    validate(config, source, overrides)
+    return config
+
+
+def config_from_dict(raw: dict, source: str = "<dict>", overrides: list[str] | None = None) -> ExperimentConfig:
+    """An experiment config from a dict shaped like the TOML (e.g. built in code, no quoting of values), with
+    `a.b=c` overrides applied on top; validated."""
+    raw = copy.deepcopy(raw)
+    for item in overrides or []:
+        _apply_override(raw, item, ExperimentConfig)
     config = _build(ExperimentConfig, raw, source, prefix="")
     validate(config, source, overrides)
     return config
@@ -664,6 +712,7 @@ def validate(c: ExperimentConfig, source: str = "<config>", overrides: list[str]
     _validate_training(c, need)
     _validate_personalization(c, need)
     _validate_algorithm(c, need)
+    check_flower(c.flower, need)
 
 
 def _validate_data(c: ExperimentConfig, need) -> None:
@@ -691,12 +740,6 @@ def _validate_data(c: ExperimentConfig, need) -> None:
         f"must be a non-empty list of distinct axes from {', '.join(SYNTHETIC_AXES)}",
     )
     need(c.data.unseen_clients >= 0, "data.unseen_clients", "must be >= 0")
-    need(
-        not (c.data.unseen_clients and "Multi-CL" in c.algorithm.methods),
-        "data.unseen_clients",
-        "cannot go with Multi-CL: it starts each client from its true group's pooled model, and an unseen "
-        "client's pairs were never pooled (drop Multi-CL from algorithm.methods, or set unseen_clients = 0)",
-    )
     need(c.data.val_pairs >= 1 and c.data.test_pairs >= 1, "data.val_pairs/test_pairs", "must be >= 1")
     need(c.data.max_length >= 8, "data.max_length", "must be >= 8")
     need(c.data.resident_clients >= 0, "data.resident_clients", "must be >= 0")

@@ -91,7 +91,24 @@ def build_multi_cl(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, 
     return MultiCL(infos, init, cfg.federation.rounds, centralized_steps(cfg, len(groups)))
 
 
+def no_unseen_clients(cfg: ExperimentConfig, clients: int | None) -> str | None:
+    """Multi-CL's rule: it starts each client from its true group's pooled model, which an unseen client lacks."""
+    if cfg.data.unseen_clients:
+        return (
+            "'data.unseen_clients' cannot go with Multi-CL: it starts each client from its true group's pooled model, "
+            "and an unseen client's pairs were never pooled (drop Multi-CL from algorithm.methods, or set "
+            "unseen_clients = 0)"
+        )
+    return None
+
+
 SPECS = (
     MethodSpec(CL.name, build_cl, "one model on the pooled data of all clients (a reference)", centralized=True),
-    MethodSpec(MultiCL.name, build_multi_cl, "one model per true group, on its pooled data", centralized=True),
+    MethodSpec(
+        MultiCL.name,
+        build_multi_cl,
+        "one model per true group, on its pooled data",
+        centralized=True,
+        checks=(no_unseen_clients,),
+    ),
 )

@@ -18,6 +18,10 @@ from fedpref.protocol import ClientInfo, State
 # methods whose initialization depends on the backbone (Soft-FL's orthogonal adapters, FedVPA-GP's latent heads).
 Builder = Callable[[ExperimentConfig, list[ClientInfo], State, nn.Module], Algorithm]
 
+# A rule a method declares on the config: (config, number of trained clients, None before the data loads) ->
+# what is wrong, one phrase naming the key, or None. check_method_rules runs every method's rules.
+Rule = Callable[[ExperimentConfig, int | None], str | None]
+
 # The modules of fedpref.algorithms that declare methods (a module-level SPECS tuple), in the order the help
 # and the error messages list their methods. A new method is its own module plus one entry here.
 METHOD_MODULES = ("local", "centralized", "fedavg", "fl_target", "fedgd", "fedbiscuit", "soft_fl", "fedvpa", "fedavgm")
@@ -36,6 +40,18 @@ class MethodSpec:
     options: type | None = None  # a dataclass of the method's own options: [algorithm.options.NAME]
     client_dp: bool = False  # its server step is a mean of client updates: [privacy] (client-level DP) applies
     secure_sum: bool = False  # ... a weighted sum of the round's updates: [secure_aggregation] (SecAgg+) applies
+    checks: tuple[Rule, ...] = ()  # the method's own rules on the config (beyond those its flags imply)
+
+    def rules(self) -> tuple[Rule, ...]:
+        """Every rule the method declares: the multi-model one its flag implies, then its own `checks`."""
+        return ((models_fit_clients,) if self.multi_model else ()) + self.checks
+
+
+def models_fit_clients(cfg: ExperimentConfig, clients: int | None) -> str | None:
+    """The multi-model methods' rule: K = algorithm.num_models models need K <= the number of clients."""
+    if clients is not None and cfg.algorithm.num_models > clients:
+        return f"{clients} client(s), fewer than algorithm.num_models = {cfg.algorithm.num_models}"
+    return None
 
 
 def methods() -> dict[str, MethodSpec]:
@@ -77,19 +93,14 @@ def method_options(cfg: ExperimentConfig, name: str, source: str = "<config>") -
 
 
 def check_methods(cfg: ExperimentConfig, source: str = "<config>") -> None:
-    """The config checks that need the registry, before any data or model loads: known method names, K models
-    for the multi-model methods on synthetic data, and every [algorithm.options.NAME] table."""
+    """The config checks that need the registry, before any data or model loads: known method names, every
+    method's own rules (check_method_rules; the client count is known here for synthetic data only), privacy
+    and secure aggregation, and every [algorithm.options.NAME] table."""
     specs = methods()
     bad = [m for m in cfg.algorithm.methods if m not in specs]
     if bad:
         raise ConfigError(f"{source}: 'algorithm.methods' has unknown method(s) {bad}; choose from {', '.join(specs)}")
-    multi = [m for m in cfg.algorithm.methods if specs[m].multi_model]
-    clients = sum(cfg.data.group_sizes)
-    if multi and cfg.data.source == "synthetic" and cfg.algorithm.num_models > clients:
-        raise ConfigError(
-            f"{source}: 'algorithm.num_models' ({cfg.algorithm.num_models}) exceeds the number of clients "
-            f"({clients}) for {', '.join(multi)}"
-        )
+    check_method_rules(cfg, sum(cfg.data.group_sizes) if cfg.data.source == "synthetic" else None, source)
     if cfg.privacy.enabled and (no_dp := [m for m in cfg.algorithm.methods if not specs[m].client_dp]):
         able = ", ".join(s.name for s in specs.values() if s.client_dp)
         raise ConfigError(
@@ -106,6 +117,20 @@ def check_methods(cfg: ExperimentConfig, source: str = "<config>") -> None:
         if name not in specs:
             raise ConfigError(f"{source}: 'algorithm.options.{name}' names no method; choose from {', '.join(specs)}")
         method_options(cfg, name, source)
+
+
+def check_method_rules(cfg: ExperimentConfig, clients: int | None, source: str = "<config>") -> None:
+    """Every rule the config's methods declare (MethodSpec.rules), with the number of trained clients once the
+    data is known (None before); the first broken rule is one ConfigError naming every method that declares it."""
+    broken: dict[str, list[str]] = {}
+    for name in cfg.algorithm.methods:
+        for rule in method_spec(name).rules():
+            if problem := rule(cfg, clients):
+                broken.setdefault(problem, []).append(name)
+    if broken:
+        problem, names_ = next(iter(broken.items()))
+        named = all(name in problem for name in names_)  # a rule of one method may name it itself
+        raise ConfigError(f"{source}: {problem}" + ("" if named else f" for {', '.join(names_)}"))
 
 
 def build_algorithm(

@@ -9,7 +9,7 @@ from pathlib import Path
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from fedpref.algorithms.registry import check_methods, method_spec
+from fedpref.algorithms.registry import method_spec
 from fedpref.config import ExperimentConfig
 from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.engines.flower.appconfig import experiment_config, server_settings
@@ -17,11 +17,12 @@ from fedpref.engines.flower.polling_grid import PollingGrid
 from fedpref.engines.flower.server_app import GridTransport, discover
 from fedpref.errors import ConfigError
 from fedpref.experiments import outputs
-from fedpref.experiments.experiment import FLOWER, checkpoint_payload, load_resume_state, new_results, pools_raw_data
-from fedpref.experiments.runner import Checkpoints, Federation, execute_method
+from fedpref.experiments.experiment import new_results
+from fedpref.experiments.orchestrator import FLOWER, check_config, checkpoint_saver, load_resume_state, run_methods
+from fedpref.experiments.runner import Federation
 from fedpref.models.adapters import trainable_state
 from fedpref.models.factory import build_reward_model
-from fedpref.results import RUNNING, MethodResult, ResultsWriter, RunResults
+from fedpref.results import RUNNING, ResultsWriter, RunResults
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
 
@@ -34,8 +35,8 @@ def main(grid: Grid, context: Context) -> None:
     cfg, settings = experiment_config(context.run_config), server_settings(context.run_config)
     for name in settings.methods:
         method_spec(name)  # an unknown name: one line naming the available methods
-    check_methods(cfg, "the run config")
-    if central := [name for name in settings.methods if pools_raw_data(name)]:
+    plan = check_config(cfg, "the run config", FLOWER)
+    if central := [name for name in settings.methods if name in plan.centralized]:
         raise ConfigError(f"{', '.join(central)} pool raw data (centralized references); they run only in-process")
     out = Path(settings.out_dir).expanduser() if settings.out_dir else None
     saved = resume_state(out, cfg, settings.resume)
@@ -52,25 +53,25 @@ def main(grid: Grid, context: Context) -> None:
     federation = Federation(transport, peers.infos, peers.held_out, FLOWER)
     model = build_reward_model(cfg)
     log = RoundsLog(out, saved["rounds"] if saved else [])
-    save = checkpoint_saver(out, cfg, results, log)
+    save = checkpoint_saver(CheckpointStore(out / "checkpoints") if out else None, cfg, results, log.records)
     # No file before the first method is done (a deployment's out-dir holds only config and rounds until then);
     # then one after each method but the last, whose results come in the finished file: `fedpref federation`
     # stops the processes once every method is in the file, which so is already the final one.
     writer = ResultsWriter(out)
     pending = [name for name in settings.methods if name not in results.methods]
+
+    def on_method(name: str, result: dict) -> None:
+        LOG.info("fedpref: %s acc_mean %s", name, result["personalization"]["acc_mean"])
+        if name != pending[-1]:
+            writer.write(results, RUNNING)
+
+    def fresh_model() -> tuple:
+        return model, trainable_state(model)  # each method starts from the untrained state
+
     try:
-        for method in pending:
-            current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == method else None
-            checkpoints = Checkpoints(save, cfg.federation.checkpoint_every, current)
-            model_state = (model, trainable_state(model))
-            result, _ = execute_method(
-                method, cfg, federation, None, None, log, checkpoints=checkpoints, model=model_state
-            )
-            LOG.info("fedpref: %s acc_mean %s", method, result["personalization"]["acc_mean"])
-            results.methods[method] = MethodResult.from_dict(result)
-            save(None)
-            if method != pending[-1]:
-                writer.write(results, RUNNING)
+        run_methods(
+            plan, pending, federation, results, save, saved, fresh_model=fresh_model, on_round=log, on_method=on_method
+        )
     except BaseException as e:
         if results.methods:  # only a file that exists already: the first method's results create it
             writer.fail(results, e)
@@ -104,17 +105,6 @@ class RoundsLog:
             self.file(record)
         else:
             self.records.append(record)
-
-
-def checkpoint_saver(out: Path | None, cfg: ExperimentConfig, results: RunResults, log: RoundsLog):
-    """Save the run's state (the current method's, or None between methods) to `out/checkpoints`; no-op without out."""
-    store = CheckpointStore(out / "checkpoints") if out else None
-
-    def save(current: dict | None) -> None:
-        if store:
-            store.save(checkpoint_payload(cfg, results, log.records, current))
-
-    return save
 
 
 app = ServerApp()

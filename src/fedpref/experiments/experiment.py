@@ -19,11 +19,17 @@ from fedpref.config import ExperimentConfig
 from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.errors import FedprefError
 from fedpref.experiments import outputs, plots, tables, tracking
-from fedpref.experiments.runner import INPROCESS, Checkpoints, Federation, execute_method, inprocess_federation
+from fedpref.experiments.orchestrator import (
+    FLOWER,
+    Plan,
+    check_config,
+    checkpoint_saver,
+    load_resume_state,
+    run_methods,
+)
+from fedpref.experiments.runner import INPROCESS, Federation, inprocess_federation
 from fedpref.experiments.setup import Setup, build_setup
-from fedpref.results import RESULTS_FILE, Curves, MethodResult, Provenance, ResultsWriter, RunResults, load_results
-
-FLOWER = "flower"
+from fedpref.results import RESULTS_FILE, Curves, Provenance, ResultsWriter, RunResults, load_results
 
 
 def pools_raw_data(name: str) -> bool:
@@ -39,14 +45,21 @@ def run_experiment(
     engine: str = INPROCESS,
     figure_format: str = "png",
 ) -> dict:
-    """Run every method of `cfg` and write config.toml, rounds.jsonl, the results, table.md and the plots
+    """Check `cfg` (orchestrator.check_config) and run its plan into `run_dir` (execute); the run folder must be
+    ready (orchestrator.open_run_dir). Returns the results as written."""
+    return execute(check_config(cfg, engine=engine), run_dir, console, resume, figure_format)
+
+
+def execute(plan: Plan, run_dir: Path, console: Console, resume: bool = False, figure_format: str = "png") -> dict:
+    """Run every method of the plan and write config.toml, rounds.jsonl, the results, table.md and the plots
     (as `figure_format`: png, pdf or svg); return the results as written.
 
-    Federated methods run on `engine` ("inprocess" or "flower", the Simulation Engine); the centralized
+    Federated methods run on the plan's engine ("inprocess" or "flower", the Simulation Engine); the centralized
     references pool raw data, so they always run in-process. Checkpoints go to `run_dir/checkpoints` on both
     engines; with `resume`, the run continues from the last complete one and ends with the same results as
     an uninterrupted run.
     """
+    cfg = plan.cfg
     store = CheckpointStore(run_dir / "checkpoints")
     saved = load_resume_state(store, cfg) if resume else None
     if saved is None:
@@ -55,14 +68,15 @@ def run_experiment(
     writer = ResultsWriter(run_dir)
     writer.start(results)
     try:
-        _run_methods(cfg, run_dir, console, results, writer, store, saved, engine, figure_format)
+        _run_methods(plan, run_dir, console, results, writer, store, saved, figure_format)
     except BaseException as e:  # Ctrl-C included: the file says the run stopped, and why
         writer.fail(results, e)
         raise
     return results.to_dict()
 
 
-def _run_methods(cfg, run_dir, console, results: RunResults, writer, store, saved, engine, figure_format) -> None:
+def _run_methods(plan: Plan, run_dir, console, results: RunResults, writer, store, saved, figure_format) -> None:
+    cfg = plan.cfg
     log = outputs.RoundLog(run_dir / "rounds.jsonl", saved["rounds"] if saved else [])
     tracker = tracking.open_tracking(cfg, run_dir)
     tracker.log_config(cfg.to_dict())
@@ -73,21 +87,30 @@ def _run_methods(cfg, run_dir, console, results: RunResults, writer, store, save
         results.data = data_summary(cfg, setup)
         report = _reporter(progress)
         local = inprocess_federation(cfg, setup, report)
-        pending = [name for name in cfg.algorithm.methods if name not in results.methods]
+        pending = [name for name in plan.methods if name not in results.methods]
+        save = checkpoint_saver(store, cfg, results, log.records)
+
+        def on_method(name: str, result: dict) -> None:
+            tracker.log_method(name, result)
+            writer.write(results)
 
         def run_pending(federation: Federation) -> None:
-            for name in pending:
-                current = saved["current"] if saved and saved["current"] and saved["current"]["name"] == name else None
-                chosen = local if pools_raw_data(name) else federation
-                result = run_checkpointed(name, cfg, chosen, setup, store, results, log, current, report, run_dir)
-                if chosen is not federation:
-                    result["engine"] = "inprocess (centralized reference: pools raw data, not federated)"
-                results.methods[name] = MethodResult.from_dict(result)
-                tracker.log_method(name, result)
-                store.save(checkpoint_payload(cfg, results, log.records, None))
-                writer.write(results)
+            run_methods(
+                plan,
+                pending,
+                federation,
+                results,
+                save,
+                saved,
+                local=local,
+                setup=setup,
+                progress=report,
+                on_round=log,
+                models_dir=run_dir / "models",
+                on_method=on_method,
+            )
 
-        if engine == FLOWER and not all(pools_raw_data(name) for name in pending):
+        if plan.engine == FLOWER and not all(pools_raw_data(name) for name in pending):
             from fedpref.engines.flower.run import run_simulated
 
             memory_dir = run_dir / "checkpoints" / "clients"  # each client's own memory snapshots (for resuming)
@@ -127,33 +150,6 @@ def data_summary(cfg: ExperimentConfig, setup) -> dict:
         "test_pairs_per_client": cfg.data.test_pairs,
         "unseen_clients": list(setup.unseen),
     }
-
-
-def run_checkpointed(name, cfg, federation, setup, store, results, log, current, report, run_dir) -> dict:
-    """One method, checkpointed (restored from `current` when resuming); its entry in the results."""
-
-    def save(state: dict) -> None:
-        store.save(checkpoint_payload(cfg, results, log.records, state))
-
-    checkpoints = Checkpoints(save, cfg.federation.checkpoint_every, current)
-    result, _ = execute_method(name, cfg, federation, setup, report, log, run_dir / "models", checkpoints)
-    return result
-
-
-def checkpoint_payload(cfg: ExperimentConfig, results: RunResults, rounds: list[dict], current: dict | None) -> dict:
-    """What a checkpoint keeps: the results as plain data (an older checkpoint's v0 dict upgrades on resume)."""
-    return {"config_hash": cfg.digest(), "results": results.to_dict(), "rounds": list(rounds), "current": current}
-
-
-def load_resume_state(store: CheckpointStore, cfg: ExperimentConfig) -> dict | None:
-    """The last complete checkpoint, checked against the config being resumed (None: nothing to resume)."""
-    saved = store.load()
-    if saved is not None and saved["config_hash"] != cfg.digest():
-        raise FedprefError(
-            f"{store.folder}: the checkpoint belongs to a different config (hash {saved['config_hash']}, "
-            f"this config {cfg.digest()}); resume with the run's own config.toml"
-        )
-    return saved
 
 
 def _reporter(progress: Progress):

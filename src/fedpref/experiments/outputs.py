@@ -37,14 +37,16 @@ def run_state(path: Path) -> str:
     return "unfinished"
 
 
-def prepare_run_dir(path: Path, overwrite: bool, resumable: bool = True) -> Path:
+def prepare_run_dir(path: Path, overwrite: bool, resumable: bool = True, words: dict | None = None) -> Path:
     """Create the output folder; refuse to write into a non-empty one without `overwrite`.
 
     A run that failed before any progress (bad data, a model that does not load) is simply started again in
     place (its config.toml and rounds.jsonl are rewritten, nothing is deleted), so fixing the mistake and
     repeating the command works; a partial run of a `resumable` kind is pointed at
-    `--resume`, which continues it, rather than at `--overwrite`, which would throw its rounds away.
+    `--resume`, which continues it, rather than at `--overwrite`, which would throw its rounds away. `words`
+    names those options in the refusals (default: the command line's flags; the Python API passes its own).
     """
+    w = words or {"resume": "--resume", "overwrite": "--overwrite", "out": "--out"}
     state = run_state(path)
     if overwrite and state != "empty":
         shutil.rmtree(path)
@@ -53,10 +55,10 @@ def prepare_run_dir(path: Path, overwrite: bool, resumable: bool = True) -> Path
         return path
     if resumable and state == "unfinished":
         raise FedprefError(
-            f"output folder {path} holds an unfinished run; pass --resume to continue it, "
-            "--overwrite to start it again, or choose another --out"
+            f"output folder {path} holds an unfinished run; pass {w['resume']} to continue it, "
+            f"{w['overwrite']} to start it again, or choose another {w['out']}"
         )
-    raise FedprefError(f"output folder {path} is not empty; pass --overwrite or choose --out")
+    raise FedprefError(f"output folder {path} is not empty; pass {w['overwrite']} or choose another {w['out']}")
 
 
 def to_toml(data: dict, prefix: str = "") -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from fedpref.algorithms.registry import method_spec, names
+from fedpref.algorithms.registry import check_method_rules, method_spec
 from fedpref.client.worker import EncodedClient
 from fedpref.config import ExperimentConfig
 from fedpref.data.load import load_pairs
@@ -38,16 +38,11 @@ class Setup:
 
 
 def check_client_count(cfg: ExperimentConfig, clients: int) -> None:
-    """Per-round sampling and multi-model methods need enough clients; known only once the data is loaded."""
+    """Per-round sampling and the methods' rules (multi-model ones) need enough clients, known once the data loads."""
     where, per_round = cfg.data.path or cfg.data.source, cfg.federation.clients_per_round
     if per_round > clients:
         raise ConfigError(f"{where}: {clients} client(s), fewer than federation.clients_per_round = {per_round}")
-    multi = [m for m in cfg.algorithm.methods if m in names(multi_model=True)]
-    if multi and cfg.algorithm.num_models > clients:
-        raise ConfigError(
-            f"{where}: {clients} client(s), fewer than algorithm.num_models = {cfg.algorithm.num_models} "
-            f"for {', '.join(multi)}"
-        )
+    check_method_rules(cfg, clients, where)  # the methods' own rules, now with the actual client count
 
 
 def build_setup(cfg: ExperimentConfig) -> Setup:
