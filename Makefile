@@ -321,7 +321,15 @@ $(STAGE2_METHODS): reproduce-stage2-%: $(STAMP)
 HH_DATA ?= ../shared/data/hh-rlhf
 SMOLLM2_SEEDS ?= 0,1,2
 SMOLLM2_HH_METHODS ?= ['FL','FedVPA-GP']
-.PHONY: reproduce-smollm2-hh reproduce-smollm2-stage2
+.PHONY: reproduce-smollm2-hh reproduce-smollm2-stage2 reproduce-smollm2-tldr
+# The FedGD paper's real-annotator table (Table 3, TL;DR) with its A/B-selector formulation on SmolLM2: every
+# method, seeds 0-2 in one stream of one thread, 77-88 minutes a seed on 2 cores (docs/tldr.md).
+reproduce-smollm2-tldr: $(STAMP)
+	$(REPRO_SWEEP) configs/tldr_smollm2.toml --seeds $(SMOLLM2_SEEDS) --set "data.path='$(TLDR_DATA)'" \
+		--out $(REPRO)/smollm2_tldr
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_tldr --pair FedGD,FL --pair FL,CL --pair FedGD,FedBiscuit \
+		--pair FedGD,Soft-FL --pair FL,Local
+
 reproduce-smollm2-hh: $(STAMP)
 	$(REPRO_SWEEP) configs/vpa_hh_smollm2.toml --seeds $(SMOLLM2_SEEDS) --set "data.path='$(HH_DATA)'" \
 		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --out $(REPRO)/smollm2_hh
