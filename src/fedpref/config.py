@@ -497,7 +497,8 @@ def check_flower(f: FlowerConfig, need: Any) -> None:
     need(f.num_cpus > 0, "flower.num_cpus", "must be > 0 (CPUs each client holds, e.g. 1 or 0.5)")
     need(0 <= f.num_gpus <= 1, "flower.num_gpus", "must be a fraction of one GPU in [0, 1] (e.g. 0.5 to share one)")
     need(
-        f.ray_address == f.ray_address.strip() and (not f.ray_address or ":" in f.ray_address or f.ray_address == "auto"),
+        f.ray_address == f.ray_address.strip()
+        and (not f.ray_address or ":" in f.ray_address or f.ray_address == "auto"),
         "flower.ray_address",
         "must be empty, 'auto', or a Ray cluster's HOST:PORT (e.g. '10.0.0.1:6379')",
     )

@@ -42,24 +42,28 @@ def num_clients(cfg: ExperimentConfig) -> int:
     return len(split_clients(load_pairs(cfg), cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed))
 
 
-def backend_config(cfg: ExperimentConfig, cpus_per_client: float) -> dict[str, Any]:
-    gpus = 1.0 if resolve_device(cfg.device).startswith("cuda") else 0.0
-    return {
-        "client_resources": {"num_cpus": cpus_per_client, "num_gpus": gpus},
-        "init_args": {"logging_level": "ERROR"},
-    }
+def backend_config(cfg: ExperimentConfig, cpus_per_client: float | None = None) -> dict[str, Any]:
+    """Flower's Ray backend config from the [flower] section: each client's CPUs (`cpus_per_client` overrides
+    flower.num_cpus) and GPU fraction (on CUDA only), and `ray.init`'s arguments (the cluster's address, if set)."""
+    gpus = cfg.flower.num_gpus if resolve_device(cfg.device).startswith("cuda") else 0.0
+    cpus = cfg.flower.num_cpus if cpus_per_client is None else cpus_per_client
+    init_args: dict[str, Any] = {"logging_level": "ERROR"}
+    if cfg.flower.ray_address:
+        init_args["address"] = cfg.flower.ray_address
+    return {"client_resources": {"num_cpus": cpus, "num_gpus": gpus}, "init_args": init_args}
 
 
 def run_simulated(
     cfg: ExperimentConfig,
     body: Callable[[GridTransport], T],
     reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S,
-    cpus_per_client: float = 1.0,
+    cpus_per_client: float | None = None,
     memory_dir: Path | None = None,
 ) -> T:
     """Start the Simulation Engine (one SuperNode per client), find the nodes, and return `body(transport)`
     run in the ServerApp; an error in `body` is raised here once the simulation has stopped. Clients keep
-    their private memory snapshots in `memory_dir` (for resuming)."""
+    their private memory snapshots in `memory_dir` (for resuming). Each client holds cfg.flower's resources
+    (`cpus_per_client`, if given, overrides its CPUs); with flower.ray_address the clients run on that Ray cluster."""
     offline_env()
     from flwr.simulation import run_simulation
 
