@@ -40,6 +40,46 @@ class _LazyEpilog(argparse.RawDescriptionHelpFormatter):
         super().add_text(text() if callable(text) else text)
 
 
+# The flags of the commands that run something, defined once so that each means the same on every command.
+SET_HELP = "override a config value, e.g. --set federation.rounds=10 (repeatable)"
+METHOD_HELP = "run only this method (repeatable; sets algorithm.methods, e.g. --method FL --method CL)"
+SEEDS_HELP = "comma-separated seeds, e.g. 0,1,2: one run per seed into OUT/seed=<seed>/, as `fedpref sweep` does"
+OUT_HELP = "the run folder (default: runs/<name>)"
+OVERWRITE_HELP = "replace an existing, non-empty output folder"
+RESUME_HELP = "continue the run in --out from its last complete checkpoint"
+ENGINE_HELP = "inprocess: all clients in this process (default); flower: Flower's Simulation Engine (docs/flower.md)"
+
+
+def _add_set(parser: argparse.ArgumentParser, help_: str = SET_HELP) -> None:
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_)
+
+
+def _add_method(parser: argparse.ArgumentParser, help_: str = METHOD_HELP) -> None:
+    parser.add_argument("--method", dest="methods", action="append", default=[], metavar="NAME", help=help_)
+
+
+def _add_run_flags(parser: argparse.ArgumentParser, *flags: str, out_required: bool = False) -> None:
+    """The shared flags, by name: out, overwrite, resume, engine, log, seeds (--set and --method: _add_set,
+    _add_method)."""
+    if "out" in flags:
+        parser.add_argument("--out", type=Path, required=out_required, default=None, help=OUT_HELP)
+    if "overwrite" in flags:
+        parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+    if "resume" in flags:
+        parser.add_argument("--resume", action="store_true", help=RESUME_HELP)
+    if "engine" in flags:
+        parser.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess", help=ENGINE_HELP)
+    if "log" in flags:
+        _add_log_argument(parser)
+    if "seeds" in flags:
+        parser.add_argument("--seeds", default=None, help=SEEDS_HELP)
+
+
+def method_overrides(methods: list[str]) -> list[str]:
+    """`--method A --method B` as the override algorithm.methods=["A","B"] (nothing without --method)."""
+    return [f"algorithm.methods={json.dumps(methods)}"] if methods else []
+
+
 def _version() -> str:
     from fedpref import __version__
 
@@ -60,33 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every method of an experiment (global phase, then personalization of every client) "
         f"and write the run folder: config.toml, rounds.jsonl, {RESULTS_FILE}, table.md, personalization.png.",
     )
-    run.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
     run.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set federation.rounds=10 (repeatable)",
+        "config", type=Path, help="experiment or Stage 2 TOML file, or a shipped config's name (fedpref list configs)"
     )
-    run.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
-    run.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
-    run.add_argument(
-        "--engine",
-        choices=("inprocess", "flower"),
-        default="inprocess",
-        help="inprocess: all clients in this process (default); flower: Flower's Simulation Engine (docs/flower.md)",
-    )
-    run.add_argument(
-        "--resume", action="store_true", help="continue the run in --out from its last complete checkpoint"
-    )
+    _add_set(run)
+    _add_method(run)
+    _add_run_flags(run, "out", "overwrite", "resume", "engine", "log", "seeds")
     run.add_argument(
         "--figure-format",
         choices=FIGURE_FORMATS,
         default="png",
         help="file format of the run's figures (default: png; pdf or svg for vector figures in a paper)",
     )
-    _add_log_argument(run)
     diag = sub.add_parser(
         "diagnose",
         help="Gradient Quotient and Headroom of a finished run's initializations (Tables 1, 2, 5)",
@@ -108,23 +133,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     again.add_argument("run_dir", type=Path, help="a finished run folder")
     again.add_argument("--steps", required=True, help="local steps at which to test, increasing, e.g. 0,10,40,80")
-    again.add_argument("--out", type=Path, required=True, help="the new run folder")
-    again.add_argument("--overwrite", action="store_true", help="replace a non-empty --out")
+    _add_run_flags(again, "out", "overwrite", out_required=True)
     _add_methods_and_settings(
         again,
         "only this method (repeatable; default: every method of the run)",
         "other personalization settings, e.g. --set personalization.lr=1e-5 (only personalization.*)",
     )
     again.add_argument("--figure-format", choices=FIGURE_FORMATS, default="png", help="file format of the figures")
-    data = sub.add_parser("data", help="inspect or export an experiment's preference data")
+    data = sub.add_parser("data", help="inspect an experiment's preference data, split a pooled file by user")
     data_sub = data.add_subparsers(dest="data_command", required=True)
     stats = data_sub.add_parser("stats", help="clients, pairs per client and split sizes, before a long run")
     stats.add_argument("config", type=Path)
-    stats.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    export = data_sub.add_parser("export", help="write the experiment's pairs as JSON lines (fedpref's format)")
-    export.add_argument("config", type=Path)
-    export.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    export.add_argument("--out", type=Path, required=True, help="output .jsonl file")
+    _add_set(stats)
     split = data_sub.add_parser(
         "split-clients",
         help="one JSON-lines file per user of a pooled file: each node of a federation holds only its own",
@@ -147,24 +167,22 @@ def _add_list_parser(sub) -> None:
     ls = sub.add_parser(
         "list",
         help="list the shipped configs or the implemented methods",
-        description="`configs`: every TOML file under --dir (default: ./configs, else the configs folder beside "
-        "the installed package), with its first header line. `methods`: every method of the registry, with its "
-        "one-line help and flags.",
+        description="`configs`: every shipped config (or every TOML file under --dir) with its name, its group "
+        "and the first sentence of its header; `fedpref run NAME` runs one. `methods`: every method of the "
+        "registry, with its one-line help and flags.",
     )
     ls.add_argument("what", choices=("configs", "methods"))
-    ls.add_argument("--dir", type=Path, default=None, help="the configs folder (default: ./configs)")
+    ls.add_argument("--dir", type=Path, default=None, help="a folder of configs (default: the shipped ones)")
 
 
 def config_folder(given: Path | None) -> Path:
-    """The folder `fedpref list configs` reads: --dir, else ./configs, else the checkout's configs/."""
-    if given is not None:
-        candidates = [given]
-    else:
-        candidates = [Path("configs"), Path(__file__).resolve().parents[2] / "configs"]
-    for folder in candidates:
-        if folder.is_dir():
-            return folder
-    raise FedprefError(f"no configs folder: {', '.join(map(str, candidates))} (pass --dir)")
+    """The folder `fedpref list configs` reads: --dir, else the configs shipped inside the package."""
+    from fedpref.config import SHIPPED_CONFIGS
+
+    folder = SHIPPED_CONFIGS if given is None else given
+    if not folder.is_dir():
+        raise FedprefError(f"no configs folder: {folder} (pass --dir)")
+    return folder
 
 
 def config_description(path: Path) -> str:
@@ -193,9 +211,11 @@ def cmd_list(args: argparse.Namespace, console: Console) -> None:
     else:
         folder = config_folder(args.dir)
         table.add_column("config")
+        table.add_column("group")
         table.add_column("what it is")
-        for path in sorted(folder.rglob("*.toml")):
-            table.add_row(str(path.relative_to(folder)), config_description(path))
+        for path in sorted(folder.rglob("*.toml"), key=lambda p: (p.parent.as_posix(), p.name)):
+            group = path.parent.relative_to(folder).as_posix()
+            table.add_row(path.stem, "" if group == "." else group, config_description(path))
     console.print(table, highlight=False, markup=False)
 
 
@@ -208,8 +228,11 @@ def _add_estimate_parser(sub) -> None:
         "replies to count each client task's steps and evaluated pairs, time the first tasks of each kind "
         "for real (a few steps), and print the predicted wall time per method and in total (in-process engine).",
     )
-    est.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
-    est.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    est.add_argument(
+        "config", type=Path, help="experiment TOML file, or a shipped config's name (fedpref list configs)"
+    )
+    _add_set(est)
+    _add_method(est)
     est.add_argument("--probe-steps", type=int, default=8, help="most real local steps of a timed task (default 8)")
     est.add_argument("--out", type=Path, default=None, help="also write the estimate as JSON")
 
@@ -226,37 +249,31 @@ def _add_federation_parser(sub) -> None:
     )
     fed.add_argument("config", type=Path)
     fed.add_argument("--clients-dir", type=Path, required=True, help="one JSON-lines file per client")
-    fed.add_argument("--out", type=Path, required=True, help="the run folder")
-    fed.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    _add_set(fed)
+    _add_method(fed)
+    _add_run_flags(fed, "out", "resume", out_required=True)
     fed.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for every method's results")
-    fed.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out from its last complete checkpoint (e.g. after the SuperLink was killed)",
-    )
 
 
 def cmd_federation(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.algorithms.registry import check_methods
     from fedpref.config import load_config
     from fedpref.experiments import plots, tables
-    from fedpref.experiments.experiment import pools_raw_data
     from fedpref.experiments.federation import run_federation
+    from fedpref.experiments.orchestrator import FLOWER, check_config
     from fedpref.results import RunResults
 
-    cfg = load_config(args.config, args.overrides)
-    check_methods(cfg, str(args.config))
-    methods = [name for name in cfg.algorithm.methods if not pools_raw_data(name)]
-    if skipped := [name for name in cfg.algorithm.methods if pools_raw_data(name)]:
-        console.print(f"skipping {', '.join(skipped)}: they pool raw data (centralized references)")
-    if not methods:
+    overrides = args.overrides + method_overrides(args.methods)
+    plan = check_config(load_config(args.config, overrides), str(args.config), FLOWER)
+    if plan.centralized:
+        console.print(f"skipping {', '.join(plan.centralized)}: they pool raw data (centralized references)")
+    if not plan.federated:
         raise FedprefError(f"{args.config}: no federated method to run")
     if args.resume and not (args.out / "checkpoints").is_dir():
         raise FedprefError(f"{args.out}: nothing to resume (no checkpoints folder)")
     if not args.resume and ((args.out / "checkpoints").exists() or (args.out / "nodes").exists()):
         raise FedprefError(f"{args.out} holds a federation's run: continue it with --resume, or choose another --out")
     results = run_federation(
-        args.config, args.clients_dir, args.out, methods, args.overrides, args.timeout, console.print, args.resume
+        args.config, args.clients_dir, args.out, plan.federated, overrides, args.timeout, console.print, args.resume
     )
     typed = RunResults.from_dict(results)
     (args.out / "table.md").write_text(tables.results_markdown(typed.methods), encoding="utf-8")
@@ -266,27 +283,42 @@ def cmd_federation(args: argparse.Namespace, console: Console) -> None:
 
 def _add_methods_and_settings(parser: argparse.ArgumentParser, methods_help: str, settings_help: str) -> None:
     """--method NAME (repeatable) and --set KEY=VALUE, for commands that work on a finished run."""
-    parser.add_argument("--method", dest="methods", action="append", default=[], metavar="NAME", help=methods_help)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=settings_help)
+    _add_method(parser, methods_help)
+    _add_set(parser, settings_help)
 
 
 def _add_export_parser(sub) -> None:
-    """`fedpref export RUN --method M --client C --out DIR`: one client's personalized model for Hugging Face."""
-    export = sub.add_parser(
-        "export",
-        help="write a client's personalized reward model as a PEFT folder plus its head (docs/formats.md)",
+    """`fedpref export model RUN ...` (a client's personalized model) and `fedpref export pairs CONFIG ...`."""
+    export = sub.add_parser("export", help="write a client's personalized model (model) or an experiment's pairs")
+    kinds = export.add_subparsers(dest="export_command", required=True)
+    model = kinds.add_parser(
+        "model",
+        help="a client's personalized reward model as a PEFT folder plus its head (docs/formats.md)",
         description="Replay the client's personalization of the method exactly as the run did (its config and "
         "RUN/models/<method>.pt), then write DIR as a PEFT save_pretrained folder (PeftModel.from_pretrained), "
         "the tokenizer, the reward head (reward_head.safetensors) and fedpref_reward.json (how to score).",
     )
-    export.add_argument("run_dir", type=Path, help="a finished run folder")
-    export.add_argument("--method", required=True, help="the method whose initialization the client starts from")
-    export.add_argument("--client", required=True, help="the client id")
-    export.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
-    export.add_argument("--merged", action="store_true", help="also write DIR/merged: the backbone with LoRA merged")
+    model.add_argument("run_dir", type=Path, help="a finished run folder")
+    model.add_argument("--method", required=True, help="the method whose initialization the client starts from")
+    model.add_argument("--client", required=True, help="the client id")
+    model.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
+    model.add_argument("--merged", action="store_true", help="also write DIR/merged: the backbone with LoRA merged")
+    pairs = kinds.add_parser("pairs", help="an experiment's preference pairs as JSON lines (fedpref's format)")
+    pairs.add_argument("config", type=Path)
+    _add_set(pairs)
+    pairs.add_argument("--out", type=Path, required=True, help="output .jsonl file")
 
 
 def cmd_export(args: argparse.Namespace, console: Console) -> None:
+    if args.export_command == "pairs":
+        from fedpref.config import load_config
+        from fedpref.data.pairs import write_jsonl
+        from fedpref.experiments.setup import load_pairs
+
+        pairs = load_pairs(load_config(args.config, args.overrides))
+        write_jsonl(pairs, args.out)
+        console.print(f"wrote {len(pairs)} pairs to {args.out}")
+        return
     from fedpref.experiments.export import export_client
 
     done = export_client(args.run_dir, args.method, args.client, args.out, merged=args.merged)
@@ -301,9 +333,12 @@ def _add_sweep_parser(sub) -> None:
         description="Run CONFIG once per seed and combination of --grid values, into "
         "OUT/<key=value>/.../seed=<seed>/ (characters other than letters, digits and ._+=- become _). "
         "A finished cell is skipped, an interrupted one continued as with `fedpref run --resume`; "
-        "OUT/sweep.json lists the cells and their status. Every cell's config is validated before any run.",
+        "OUT/sweep.json lists the cells and their status. Every cell's config is validated before any run. "
+        "A Stage 2 config (`fedpref stage2`) sweeps the same way; its unfinished cells start again (no resume).",
     )
-    sweep.add_argument("config", type=Path, help="experiment TOML file (see configs/)")
+    sweep.add_argument(
+        "config", type=Path, help="experiment or Stage 2 TOML file, or a shipped config's name (fedpref list configs)"
+    )
     sweep.add_argument("--seeds", default=None, help="comma-separated seeds, e.g. 0,1,2 (default: the config's seed)")
     sweep.add_argument(
         "--grid",
@@ -312,10 +347,10 @@ def _add_sweep_parser(sub) -> None:
         metavar="KEY=V1,V2",
         help="sweep a config key over scalar values, parsed like --set values (repeatable: the product is run)",
     )
-    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    _add_set(sweep)
+    _add_method(sweep)
     sweep.add_argument("--out", type=Path, required=True, help="the sweep folder")
-    sweep.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess")
-    _add_log_argument(sweep)
+    _add_run_flags(sweep, "engine", "log")
 
 
 def _add_log_argument(parser: argparse.ArgumentParser) -> None:
@@ -346,9 +381,14 @@ def _add_summarize_parser(sub) -> None:
         "by true group and the round "
         "from which the partition no longer changes; per-group accuracies; the FedVPL/FedVPA-GP selector table; "
         "a paired difference per --pair; per --across KEY, the configurations that differ only in KEY side by side "
-        "with their paired differences. Markdown on stdout.",
+        "with their paired differences. Markdown on stdout. Stage 2 runs (`fedpref stage2`): per Stage 1 method and "
+        "policy (conditional DPO, FedDPO) each type's win rate and the worse-served type's over seeds, the Stage 1 "
+        "selector's accuracy, and per --pair the paired difference of two methods' conditional policies.",
     )
     summarize.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
+    summarize.add_argument(
+        "--judge", default="oracle", help="Stage 2 runs: whose verdicts, oracle, selector or chat (default oracle)"
+    )
     summarize.add_argument(
         "--pair",
         action="append",
@@ -366,6 +406,9 @@ def _add_summarize_parser(sub) -> None:
     )
     summarize.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
     summarize.add_argument("--csv", type=Path, default=None, help="write the numbers as CSV to this file")
+    summarize.add_argument(
+        "--json", type=Path, default=None, help="write the numbers as JSON to this file (what `fedpref claims` reads)"
+    )
     summarize.add_argument(
         "--plot", type=Path, default=None, help="draw accuracy vs steps, mean and 95%% CI band per method, to this file"
     )
@@ -387,85 +430,38 @@ def _add_stage2_parser(sub) -> None:
         epilog="config options:\n" + "\n".join(f"  {k:30s} {h} (default {d})" for k, d, h in option_rows()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    stage2.add_argument("config", type=Path, help="stage 2 TOML file, e.g. configs/stage2/stories.toml")
-    stage2.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    stage2.add_argument("--out", type=Path, default=None, help="output folder (default: runs/<name>)")
-    stage2.add_argument("--overwrite", action="store_true", help="replace an existing, non-empty output folder")
-    stage2.add_argument(
-        "--seeds",
-        default=None,
-        help="comma-separated seeds, each run into OUT/seed=<seed>/; a seed whose folder holds a finished "
-        f"{RESULTS_FILE} is skipped, an unfinished one started again (default: the config's seed, into OUT)",
-    )
-    summary = sub.add_parser(
-        "stage2-summary",
-        help="win rates of finished `fedpref stage2` runs over seeds, per Stage 1 method, with 95%% t-intervals",
-        description="Read the `fedpref stage2` folders in or below DIR: per Stage 1 method and policy (conditional "
-        "DPO, FedDPO) each type's win rate and the worse-served type's, mean, std and 95%% Student-t interval over "
-        "seeds; the Stage 1 selector's accuracy with z and from its base logits; per --pair, the paired difference "
-        "of the two methods' conditional policies, one value per seed. Markdown on stdout.",
-    )
-    summary.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
-    summary.add_argument("--judge", default="oracle", help="whose verdicts: oracle, selector or chat (default oracle)")
-    summary.add_argument(
-        "--pair", action="append", default=None, metavar="A,B", help="Stage 1 methods to compare, e.g. FedVPA-GP,FedVPL"
-    )
-    summary.add_argument("--out", type=Path, default=None, help="also write the Markdown to this file")
+    stage2.add_argument("config", type=Path, help="stage 2 TOML file, or a shipped one's name, e.g. stage2/stories")
+    _add_set(stage2)
+    _add_run_flags(stage2, "out", "overwrite", "seeds")
 
 
 def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.sweep import parse_seeds
     from fedpref.stage2.config import load_stage2_config
+    from fedpref.stage2.pipeline import run_stage2
 
+    if args.seeds is not None:  # one run per seed, through `fedpref sweep`
+        _sweep_seeds(args, args.overrides, "inprocess", console)
+        return
     cfg = load_stage2_config(args.config, args.overrides)
     out = args.out or Path("runs") / cfg.name
-    if args.seeds is None:
-        _run_stage2(cfg, out, args.overwrite, console)
-        return
-    seeds = parse_seeds(args.seeds)
-    configs = [load_stage2_config(args.config, [*args.overrides, f"seed={seed}"]) for seed in seeds]
-    for i, (seed, seed_cfg) in enumerate(zip(seeds, configs), start=1):
-        run_dir = out / f"seed={seed}"
-        if _stage2_finished(run_dir) and not args.overwrite:
-            console.print(f"seed {seed} ({i} of {len(seeds)}): finished in {run_dir}, skipped", highlight=False)
-            continue
-        console.print(f"seed {seed} ({i} of {len(seeds)}) -> {run_dir}", highlight=False)
-        _run_stage2(seed_cfg, run_dir, True, console)  # stage 2 has no --resume: an unfinished seed starts again
+    run_stage2(cfg, out, args.overwrite, log=lambda line: console.print(line, highlight=False))
+    console.print((out / "table.md").read_text(encoding="utf-8"), highlight=False)
 
 
-def _stage2_finished(run_dir: Path) -> bool:
-    """Its results say finished (a Stage 2 run from before the schema wrote its file only at its end)."""
-    from fedpref.results import ResultsError, has_results, load_results
+def _sweep_seeds(args: argparse.Namespace, overrides: list[str], engine: str, console: Console) -> None:
+    """`run --seeds` and `stage2 --seeds`: `fedpref sweep --seeds` into --out (default runs/<the config's name>)."""
+    from fedpref.config import read_toml
 
-    try:
-        return has_results(run_dir) and load_results(run_dir).finished
-    except ResultsError:
-        return False
-
-
-def _run_stage2(cfg, run_dir: Path, overwrite: bool, console: Console) -> None:
-    from fedpref.experiments.outputs import prepare_run_dir
-    from fedpref.results import ResultsWriter
-    from fedpref.stage2.pipeline import run_pipeline
-
-    prepare_run_dir(run_dir, overwrite, resumable=False)  # stage 2 has no --resume
-    try:
-        run_pipeline(cfg, run_dir, log=lambda line: console.print(line, highlight=False))
-    except BaseException as e:  # the pipeline writes its results from the start: they must not stay 'running'
-        ResultsWriter(run_dir).fail_existing(e)
-        raise
-    console.print((run_dir / "table.md").read_text(encoding="utf-8"), highlight=False)
-
-
-def cmd_stage2_summary(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.summary import parse_pairs
-    from fedpref.stage2.seed_summary import summarize_stage2
-
-    markdown = summarize_stage2(args.dirs, args.judge, parse_pairs(args.pair))
-    sys.stdout.write(markdown)
-    sys.stdout.flush()
-    if args.out:
-        args.out.write_text(markdown, encoding="utf-8")
+    if getattr(args, "resume", False) or args.overwrite:
+        raise FedprefError(
+            "--seeds runs a sweep, which skips finished seeds and continues the others: drop "
+            "--resume/--overwrite (or remove a seed's folder to run it again)"
+        )
+    out = args.out
+    if out is None:
+        _, raw = read_toml(args.config, args.overrides)
+        out = Path("runs") / str(raw.get("name", args.config.stem))
+    _sweep(args.config, args.seeds, [], overrides, out, engine, console)
 
 
 def cmd_diagnose(args: argparse.Namespace, console: Console) -> None:
@@ -492,7 +488,6 @@ def parse_steps(text: str) -> list[int]:
 
 def cmd_data(args: argparse.Namespace, console: Console) -> None:
     from fedpref.config import load_config
-    from fedpref.data.pairs import write_jsonl
     from fedpref.data.splits import split_clients
     from fedpref.experiments.setup import check_client_count, load_pairs
 
@@ -506,10 +501,6 @@ def cmd_data(args: argparse.Namespace, console: Console) -> None:
     if args.data_command == "stats" and cfg.data.source == "tldr":
         _print_workers(console, cfg.data.path)  # before the filter, which may leave no worker
     pairs = load_pairs(cfg)
-    if args.data_command == "export":
-        write_jsonl(pairs, args.out)
-        console.print(f"wrote {len(pairs)} pairs to {args.out}")
-        return
     splits = split_clients(pairs, cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
     sizes = " / ".join(str(sum(len(getattr(s, part)) for s in splits)) for part in ("train", "val", "test"))
     table = Table(title=f"{len(splits)} clients, {len(pairs)} pairs", caption=f"train / val / test: {sizes}")
@@ -538,23 +529,43 @@ def _print_workers(console: Console, path: str) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.algorithms.registry import check_methods
-    from fedpref.experiments.sweep import parse_grid, parse_seeds, plan_cells, run_sweep, sigterm_as_interrupt
+    overrides = args.overrides + method_overrides(args.methods) + log_overrides(args.log)
+    _sweep(args.config, args.seeds, args.grid, overrides, args.out, args.engine, console)
 
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
-    grid = parse_grid(args.grid)
-    args.overrides = args.overrides + log_overrides(args.log)
-    cells = plan_cells(args.config, seeds, grid, args.overrides, args.out)
-    for cell in cells:  # a typo in a method name stops the sweep before its first run
-        check_methods(cell.cfg, f"sweep cell {cell.label}: {args.config}")
-    spec = {"config": str(args.config), "seeds": seeds, "grid": grid, "overrides": args.overrides}
+
+def _sweep(config: Path, seeds_text: str | None, grid_items, overrides, out: Path, engine: str, console) -> None:
+    """`fedpref sweep` (and `run`/`stage2 --seeds`): every cell checked before the first runs, then each run."""
+    from fedpref.experiments.sweep import parse_grid, parse_seeds, plan_cells, run_sweep, sigterm_as_interrupt
+    from fedpref.stage2.config import is_stage2_config
+
+    seeds = parse_seeds(seeds_text) if seeds_text is not None else None
+    grid = parse_grid(grid_items)
+    kind = None
+    if is_stage2_config(config):
+        from fedpref.stage2.pipeline import STAGE2_SWEEP as kind
+    cells = plan_cells(config, seeds, grid, overrides, out, kind)
+    if kind is None:  # a typo in a method name stops the sweep before its first run
+        from fedpref.experiments.orchestrator import check_config
+
+        for cell in cells:
+            check_config(cell.cfg, f"sweep cell {cell.label}: {config}", engine)
+    spec = {"config": str(config), "seeds": seeds, "grid": grid, "overrides": overrides}
     with sigterm_as_interrupt():
-        run_sweep(cells, args.out, console, spec | {"engine": args.engine}, engine=args.engine)
+        run_sweep(cells, out, console, spec | {"engine": engine}, engine=engine, kind=kind)
 
 
 def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.summary import parse_across, parse_pairs, summarize, to_csv
+    from fedpref.experiments.summary import parse_across, parse_pairs, summarize, to_csv, to_json
 
+    if _holds_stage2_runs(args.dirs):
+        from fedpref.stage2.seed_summary import summarize_stage2
+
+        markdown = summarize_stage2(args.dirs, args.judge, parse_pairs(args.pair))
+        sys.stdout.write(markdown)
+        sys.stdout.flush()
+        if args.out:
+            args.out.write_text(markdown, encoding="utf-8")
+        return
     across = [parse_across(text) for text in args.across or ()]
     markdown, rows = summarize(args.dirs, parse_pairs(args.pair), across)
     sys.stdout.write(markdown)
@@ -563,21 +574,33 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
         args.out.write_text(markdown, encoding="utf-8")
     if args.csv:
         args.csv.write_text(to_csv(rows), encoding="utf-8")
+    if args.json:
+        args.json.write_text(to_json(rows), encoding="utf-8")
     if args.plot:
         from fedpref.experiments.plots import plot_seed_curves
 
         plot_seed_curves(rows, args.plot, args.figure_format)
 
 
+def _holds_stage2_runs(dirs: list[Path]) -> bool:
+    """Whether the runs in or below `dirs` are `fedpref stage2` runs (the first readable results' kind)."""
+    from fedpref.results import STAGE2, ResultsError, load_results
+
+    for folder in dirs:
+        for path in sorted(folder.rglob(RESULTS_FILE)) if folder.is_dir() else []:
+            try:
+                return load_results(path.parent).kind == STAGE2
+            except ResultsError:
+                continue
+    return False
+
+
 def cmd_estimate(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.algorithms.registry import check_methods
     from fedpref.config import load_config
     from fedpref.experiments.estimate import estimate_json, estimate_run, estimate_tables
-    from fedpref.models.factory import check_model_config
+    from fedpref.experiments.orchestrator import check_config
 
-    cfg = load_config(args.config, args.overrides)
-    check_methods(cfg, str(args.config))
-    check_model_config(cfg)
+    cfg = check_config(load_config(args.config, args.overrides + method_overrides(args.methods)), str(args.config)).cfg
     if args.probe_steps < 1:
         raise FedprefError("--probe-steps must be at least 1")
     estimate = estimate_run(cfg, lambda line: console.print(line, highlight=False), args.probe_steps)
@@ -589,28 +612,47 @@ def cmd_estimate(args: argparse.Namespace, console: Console) -> None:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.algorithms.registry import check_methods
     from fedpref.config import load_config
-    from fedpref.experiments.experiment import run_experiment
-    from fedpref.experiments.outputs import prepare_run_dir
-    from fedpref.models.factory import check_model_config
+    from fedpref.experiments.experiment import execute
+    from fedpref.experiments.orchestrator import check_config, open_run_dir
+    from fedpref.stage2.config import is_stage2_config
 
-    cfg = load_config(args.config, args.overrides + log_overrides(args.log))
-    check_methods(cfg, str(args.config))  # before any data or model loads
-    check_model_config(cfg)  # device and head, before the run folder is made
-    if args.resume and args.overwrite:
-        raise FedprefError("--resume and --overwrite exclude each other")
-    run_dir = args.out or Path("runs") / cfg.name
-    if not args.resume:
-        prepare_run_dir(run_dir, args.overwrite)
-    elif not (run_dir / "config.toml").is_file():
-        raise FedprefError(f"{run_dir}: nothing to resume (no config.toml)")
-    run_experiment(cfg, run_dir, console, resume=args.resume, engine=args.engine, figure_format=args.figure_format)
+    overrides = args.overrides + method_overrides(args.methods) + log_overrides(args.log)
+    if args.seeds is not None:  # one run per seed, through `fedpref sweep`
+        _sweep_seeds(args, overrides, args.engine, console)
+        return
+    if is_stage2_config(args.config):
+        raise FedprefError(f"{args.config} is a Stage 2 config: run it with `fedpref stage2`")
+    plan = check_config(load_config(args.config, overrides), str(args.config), args.engine)  # before any data loads
+    run_dir = open_run_dir(args.out or Path("runs") / plan.cfg.name, args.overwrite, args.resume)
+    execute(plan, run_dir, console, resume=args.resume, figure_format=args.figure_format)
+
+
+# Old spellings that keep working: (command words) -> (new words), each printing a one-line notice.
+ALIASES = {("data", "export"): ("export", "pairs"), ("stage2-summary",): ("summarize",)}
+EXPORT_KINDS = ("model", "pairs", "-h", "--help")
+
+
+def resolve_aliases(argv: list[str]) -> list[str]:
+    """The arguments with a deprecated spelling replaced by the current one (a notice on stderr for each):
+    `data export` -> `export pairs`, `stage2-summary` -> `summarize`, `export RUN ...` -> `export model RUN ...`."""
+    for old, new in ALIASES.items():
+        if tuple(argv[: len(old)]) == old:
+            _notice(" ".join(old), " ".join(new))
+            return [*new, *argv[len(old) :]]
+    if argv[:1] == ["export"] and len(argv) > 1 and argv[1] not in EXPORT_KINDS:
+        _notice("export RUN", "export model RUN")
+        return ["export", "model", *argv[1:]]
+    return argv
+
+
+def _notice(old: str, new: str) -> None:
+    Console(stderr=True).print(f"note: `fedpref {old}` is deprecated; use `fedpref {new}`", highlight=False)
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(resolve_aliases(list(sys.argv[1:] if argv is None else argv)))
     console = Console() if sys.stdout.isatty() else Console(width=160)
     try:
         commands = {
@@ -623,7 +665,6 @@ def main(argv: list[str] | None = None) -> int:
             "diagnose": cmd_diagnose,
             "personalize": cmd_personalize,
             "stage2": cmd_stage2,
-            "stage2-summary": cmd_stage2_summary,
             "export": cmd_export,
             "federation": cmd_federation,
         }

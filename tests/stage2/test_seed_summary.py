@@ -111,5 +111,5 @@ def test_stage2_seeds_skip_finished_and_rerun_unfinished(tmp_path, monkeypatch, 
     (out / "seed=1" / "stage1_pairs.jsonl").write_text("{}\n")  # interrupted before results.json
     assert main(["stage2", str(config), "--seeds", "0,1,2", "--out", str(out)]) == 0
     assert ran == [(1, "seed=1"), (2, "seed=2")]
-    assert "seed 0 (1 of 3): finished in" in capsys.readouterr().out
+    assert "[1/3] seed=0: skipped (finished)" in capsys.readouterr().out  # through `fedpref sweep`
     assert main(["stage2", str(config), "--seeds", "0,0", "--out", str(out)]) == 2

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -28,12 +29,22 @@ class Cell:
     seed: int
     values: dict[str, str]
     folder: Path
-    cfg: ExperimentConfig
+    cfg: Any  # an ExperimentConfig, or the config of another kind of run (SweepKind)
     state: str = "new"  # new | interrupted (folder with a partial run) | finished
 
     @property
     def label(self) -> str:
         return cell_label(self.seed, self.values)
+
+
+@dataclass(frozen=True)
+class SweepKind:
+    """What a sweep's cells are: how a cell's config loads ((path, overrides) -> config, with `digest()`), what
+    its folder holds (new, interrupted or finished) and how it runs or continues (returns nothing)."""
+
+    load: Callable[[Path, list[str]], Any]
+    state: Callable[[Cell], str]
+    run: Callable[[Cell, Console, str], None]
 
 
 def cell_label(seed: int, values: dict[str, str]) -> str:
@@ -77,15 +88,22 @@ def folder_part(key: str, value: str) -> str:
 
 
 def plan_cells(
-    config: Path, seeds: Sequence[int] | None, grid: dict[str, list[str]], overrides: Sequence[str], out: Path
+    config: Path,
+    seeds: Sequence[int] | None,
+    grid: dict[str, list[str]],
+    overrides: Sequence[str],
+    out: Path,
+    kind: SweepKind | None = None,
 ) -> list[Cell]:
     """Every cell with its validated config (seeds outer, grid inner): OUT/<key=value>/.../seed=<seed>.
 
-    Raises before anything runs when a config is invalid or a folder holds a run of another config.
+    Raises before anything runs when a config is invalid or a folder holds a run of another config. `kind`:
+    experiments (the default) or another kind of run (Stage 2).
     """
+    kind = kind or EXPERIMENTS
     if any(o.partition("=")[0].strip() == "seed" for o in overrides):
         raise ConfigError("--set seed=...: give the seeds with --seeds")
-    base = load_config(config, list(overrides))
+    base = kind.load(config, list(overrides))
     cells = []
     for seed in seeds if seeds is not None else [base.seed]:
         for combo in itertools.product(*grid.values()):
@@ -93,13 +111,13 @@ def plan_cells(
             cell_overrides = [*overrides, *(f"{k}={v}" for k, v in values.items()), f"seed={seed}"]
             folder = out.joinpath(*(folder_part(k, v) for k, v in values.items()), f"seed={seed}")
             try:
-                cfg = load_config(config, cell_overrides)
+                cfg = kind.load(config, cell_overrides)
             except ConfigError as e:
                 raise ConfigError(f"sweep cell {cell_label(seed, values)}: {e}") from None
             cells.append(Cell(seed, values, folder, cfg))
     check_distinct(cells)
     for cell in cells:
-        cell.state = cell_state(cell)
+        cell.state = kind.state(cell)
     return cells
 
 
@@ -230,6 +248,7 @@ def run_sweep(
     spec: dict,
     engine: str = "inprocess",
     say: Callable[[str], None] | None = None,
+    kind: SweepKind | None = None,
 ) -> dict:
     """Run the cells in turn: skip finished ones, resume interrupted ones (`fedpref run --resume`), run the rest.
 
@@ -239,6 +258,7 @@ def run_sweep(
     (SIGKILL) leaves it running, and the next sweep into `out` on that host lists it as interrupted.
     """
     say = say or (lambda line: print(line, flush=True))
+    kind = kind or EXPERIMENTS
     index = sweep_index(cells, out, spec)
     write_index(index, out)
     for i, (cell, entry) in enumerate(zip(cells, index["cells"]), start=1):
@@ -250,7 +270,9 @@ def run_sweep(
         entry |= running_entry()
         write_index(index, out)
         try:
-            wall_s = run_cell(cell, console, engine)
+            started = time.perf_counter()
+            kind.run(cell, console, engine)
+            wall_s = time.perf_counter() - started
         except (KeyboardInterrupt, SystemExit):  # sweep.json must not claim the cell is still running
             settle(entry, "interrupted")
             write_index(index, out)
@@ -289,14 +311,22 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_cell(cell: Cell, console: Console, engine: str) -> float:
-    """Seconds spent running (or continuing) one cell, through the same calls as `fedpref run [--resume]`."""
+def run_cell(cell: Cell, console: Console, engine: str) -> None:
+    """Run (or continue) one cell through the orchestrator, as `fedpref run [--resume]` does."""
     from fedpref.experiments.experiment import run_experiment
-    from fedpref.experiments.outputs import prepare_run_dir
+    from fedpref.experiments.orchestrator import open_run_dir
 
-    started = time.perf_counter()
     resume = cell.state == "interrupted"
-    if not resume:
-        prepare_run_dir(cell.folder, overwrite=False)
+    open_run_dir(cell.folder, resume=resume)
     run_experiment(cell.cfg, cell.folder, console, resume=resume, engine=engine)
-    return time.perf_counter() - started
+
+
+def _load_experiment(path: Path, overrides: list[str]) -> ExperimentConfig:
+    return load_config(path, overrides)
+
+
+def _run_experiment_cell(cell: Cell, console: Console, engine: str) -> None:
+    run_cell(cell, console, engine)  # looked up when called, so that a test can stand in for run_cell
+
+
+EXPERIMENTS = SweepKind(_load_experiment, cell_state, _run_experiment_cell)  # `fedpref run`'s experiments

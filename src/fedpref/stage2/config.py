@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedpref.config import AUTOCAST_PRECISIONS, _build, _help, option_help, read_toml
+from fedpref.config import AUTOCAST_PRECISIONS, _help, build_config, option_help, read_toml
 from fedpref.errors import ConfigError
 from fedpref.models.factory import check_device
 
@@ -189,11 +191,25 @@ class Stage2Config:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def digest(self) -> str:
+        """A short hash of the resolved config (a sweep tells two cells' configs apart by it)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+# Top-level keys that only a Stage 2 config has: `fedpref sweep` and `fedpref run` tell the two kinds apart by them
+STAGE2_KEYS = frozenset({"policy_path", "task", "stage1", "generation", "dpo", "feddpo", "eval"})
+
+
+def is_stage2_config(path: str | Path) -> bool:
+    """Whether the TOML file at `path` is a Stage 2 config (one of STAGE2_KEYS at its top level)."""
+    _, raw = read_toml(path, None)
+    return bool(STAGE2_KEYS & set(raw))
+
 
 def load_stage2_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Stage2Config:
     """Load a TOML file (or the defaults), apply `a.b=c` overrides, validate; errors name the key and file."""
     source, raw = read_toml(path, overrides)
-    cfg = _build(Stage2Config, raw, source, prefix="")
+    cfg = build_config(Stage2Config, raw, source)
     validate_stage2(cfg, source)
     return cfg
 

@@ -13,9 +13,11 @@ import torch
 
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
+from fedpref.experiments.orchestrator import open_run_dir
+from fedpref.experiments.sweep import Cell, SweepKind
 from fedpref.models.factory import resolve_device
-from fedpref.results import ResultsWriter, stage2_results
-from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config
+from fedpref.results import ResultsError, ResultsWriter, has_results, load_results, stage2_results
+from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config, load_stage2_config
 from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
 from fedpref.stage2.evaluate import win_rates
 from fedpref.stage2.feddpo import DPOClient, FedSettings, run_feddpo
@@ -184,6 +186,38 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     writer.finish(stage2_results(results))
     (out_dir / "table.md").write_text(results_markdown(results), encoding="utf-8")
     return results
+
+
+def run_stage2(cfg: Stage2Config, run_dir: Path, overwrite: bool, log: Log = print) -> dict:
+    """`fedpref stage2`: the run folder made (a non-empty one only with `overwrite`; Stage 2 has no resume), the
+    pipeline run, and a failure recorded in its results (they are written from the start: not left 'running')."""
+    open_run_dir(run_dir, overwrite, resumable=False)
+    try:
+        return run_pipeline(cfg, run_dir, log)
+    except BaseException as e:
+        ResultsWriter(run_dir).fail_existing(e)
+        raise
+
+
+def stage2_cell_state(cell: Cell) -> str:
+    """A Stage 2 sweep cell: finished (its results say so), interrupted (anything else in its folder: Stage 2
+    has no resume, so the cell starts again) or new."""
+    if not cell.folder.is_dir() or not any(cell.folder.iterdir()):
+        return "new"
+    try:
+        return "finished" if has_results(cell.folder) and load_results(cell.folder).finished else "interrupted"
+    except ResultsError:
+        return "interrupted"
+
+
+def _run_stage2_cell(cell: Cell, console, engine: str) -> None:
+    run_stage2(cell.cfg, cell.folder, overwrite=True, log=lambda line: console.print(line, highlight=False))
+
+
+# `fedpref sweep` over a Stage 2 config: one run folder per seed (and grid cell), finished ones skipped
+STAGE2_SWEEP = SweepKind(
+    lambda path, overrides: load_stage2_config(path, overrides), stage2_cell_state, _run_stage2_cell
+)
 
 
 def _feddpo(

@@ -10,11 +10,12 @@ import torch
 
 from fedpref.algorithms.registry import build_algorithm
 from fedpref.client.variational import latent_center
-from fedpref.config import load_config
+from fedpref.config import ExperimentConfig, config_from_dict
 from fedpref.data.load import load_pairs
 from fedpref.data.pairs import PreferencePair
 from fedpref.data.splits import split_clients
 from fedpref.engines.loop import ask_selector, run_rounds
+from fedpref.experiments.orchestrator import check_config
 from fedpref.experiments.runner import inprocess_federation
 from fedpref.experiments.setup import build_setup
 from fedpref.models.adapters import load_trainable_state
@@ -39,33 +40,39 @@ class Stage1Result:
     unseen: list[str]  # the clients held out of Stage 1 (task.unseen_per_type of each type)
 
 
-def stage1_items(cfg: Stage2Config, pairs_path: Path) -> list[str]:
-    """The `fedpref run --set` items of Stage 1 on the pairs file; `stage1.overrides` last, so they win."""
+def stage1_raw(cfg: Stage2Config, pairs_path: Path) -> dict:
+    """Stage 1's experiment config on the pairs file, as data shaped like the TOML (no value is quoted into a
+    string, so any path works); `stage1.overrides` apply on top of it (stage1_config)."""
     s = cfg.stage1
-    unseen = [f"data.unseen_clients={2 * cfg.task.unseen_per_type}"] if cfg.task.unseen_per_type else []
-    return [
-        f"seed={cfg.seed}",
-        "data.source='jsonl'",
-        f"data.path='{pairs_path}'",
-        "data.cache_dir=''",  # Stage 2 encodes fresh generations: no disk cache
-        f"data.val_pairs={s.val_pairs}",
-        f"data.test_pairs={s.test_pairs}",
-        *unseen,
-        f"algorithm.methods=['{s.method}']",
-        f"federation.rounds={s.rounds}",
-        f"federation.clients_per_round={s.clients_per_round}",
-        f"train.local_steps={s.local_steps}",
-        f"train.batch_size={s.batch_size}",
-        f"train.lr={s.lr}",
-        f"device='{cfg.device}'",
-        *s.overrides,
-    ]
+    data = {
+        "source": "jsonl",
+        "path": str(pairs_path),
+        "cache_dir": "",  # Stage 2 encodes fresh generations: no disk cache
+        "val_pairs": s.val_pairs,
+        "test_pairs": s.test_pairs,
+    }
+    if cfg.task.unseen_per_type:
+        data["unseen_clients"] = 2 * cfg.task.unseen_per_type
+    return {
+        "seed": cfg.seed,
+        "device": cfg.device,
+        "data": data,
+        "algorithm": {"methods": [s.method]},
+        "federation": {"rounds": s.rounds, "clients_per_round": s.clients_per_round},
+        "train": {"local_steps": s.local_steps, "batch_size": s.batch_size, "lr": s.lr},
+    }
+
+
+def stage1_config(cfg: Stage2Config, pairs_path: Path) -> ExperimentConfig:
+    """Stage 1's experiment config, checked once (orchestrator.check_config); `stage1.overrides` win."""
+    ecfg = config_from_dict(stage1_raw(cfg, pairs_path), "<stage 1 of the Stage 2 config>", list(cfg.stage1.overrides))
+    return check_config(ecfg, "<stage 1 of the Stage 2 config>").cfg
 
 
 def stage1_train_pairs(cfg: Stage2Config, pairs_path: Path) -> dict[str, list[PreferencePair]]:
     """Each client's Stage 1 training split, the very draw Stage 1 trains on: its validation and test pairs
     stay out of anything else a client trains (FedDPO's offline DPO)."""
-    ecfg = load_config(None, stage1_items(cfg, pairs_path))
+    ecfg = stage1_config(cfg, pairs_path)
     splits = split_clients(load_pairs(ecfg), ecfg.data.val_pairs, ecfg.data.test_pairs, ecfg.seed)
     return {s.client_id: s.train for s in splits}
 
@@ -75,7 +82,7 @@ def run_stage1(
 ) -> Stage1Result:
     """FedVPA-GP (or a variant) over the pairs file with fedpref.experiments; each type's mean client latent (z
     from the client's own training pairs, no label leakage), for the seen and the unseen clients apart."""
-    ecfg = load_config(None, stage1_items(cfg, pairs_path))
+    ecfg = stage1_config(cfg, pairs_path)
     setup = build_setup(ecfg)
     federation = inprocess_federation(ecfg, setup)
     method = cfg.stage1.method
