@@ -23,7 +23,9 @@ def test_help_lists_every_option(capsys):
 
 
 def test_config_error(capsys, tmp_path):
-    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--set", "federation.rounds=-1", "--out", tmp_path / "o")
+    code, out = run_cli(
+        capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--set", "federation.rounds=-1", "--out", tmp_path / "o"
+    )
     assert code == 2 and "federation.rounds" in out and "Traceback" not in out
 
 
@@ -31,7 +33,7 @@ def test_unknown_model_path(capsys, tmp_path):
     code, out = run_cli(
         capsys,
         "run",
-        "configs/tiny.toml",
+        "src/fedpref/configs/quick/tiny.toml",
         "--set",
         f"model.backbone='{tmp_path}/nope'",
         "--out",
@@ -48,7 +50,9 @@ def run_on_jsonl(capsys, tmp_path, text: str) -> tuple[int, str]:
     data = tmp_path / "pairs.jsonl"
     data.write_text(text)
     overrides = ["--set", "data.source='jsonl'", "--set", f"data.path='{data}'"]
-    return run_cli(capsys, "run", "configs/tiny.toml", *overrides, "--out", tmp_path / "o", *TINY_FAST)
+    return run_cli(
+        capsys, "run", "src/fedpref/configs/quick/tiny.toml", *overrides, "--out", tmp_path / "o", *TINY_FAST
+    )
 
 
 def test_malformed_jsonl(capsys, tmp_path):
@@ -65,7 +69,7 @@ def test_refuses_to_overwrite(capsys, tmp_path):
     out_dir = tmp_path / "o"
     out_dir.mkdir()
     (out_dir / "results.json").write_text("{}")
-    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--out", out_dir, *TINY_FAST)
+    code, out = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--out", out_dir, *TINY_FAST)
     assert code == 2 and "--overwrite" in out
     assert (out_dir / "results.json").read_text() == "{}"
 
@@ -74,11 +78,11 @@ def test_data_export_and_stats(capsys, tmp_path):
     from fedpref.data.pairs import read_jsonl
 
     out = tmp_path / "pairs.jsonl"
-    code, text = run_cli(capsys, "data", "export", "configs/tiny.toml", "--out", out)
+    code, text = run_cli(capsys, "data", "export", "src/fedpref/configs/quick/tiny.toml", "--out", out)
     assert code == 0
     pairs = read_jsonl(out)
     assert len(pairs) == 8 * 2 * 12 and {p.group for p in pairs} == {"G1", "G2", "G3", "G4"}
-    code, text = run_cli(capsys, "data", "stats", "configs/tiny.toml")
+    code, text = run_cli(capsys, "data", "stats", "src/fedpref/configs/quick/tiny.toml")
     assert code == 0 and "8 clients" in text and "c007" in text
 
 
@@ -91,7 +95,9 @@ def test_version(capsys):
 
 
 def test_set_typo_is_blamed_on_set(capsys, tmp_path):
-    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--set", "train.lrr=1", "--out", tmp_path / "o")
+    code, out = run_cli(
+        capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--set", "train.lrr=1", "--out", tmp_path / "o"
+    )
     assert code == 2 and "--set train.lrr=1: unknown key 'train.lrr' ([train] has: " in out and "tiny.toml" not in out
 
 
@@ -108,7 +114,7 @@ def test_unfinished_run_points_at_resume(capsys, tmp_path):
     out_dir.mkdir()
     (out_dir / "config.toml").write_text("")
     (out_dir / "rounds.jsonl").write_text('{"round": 1}\n')
-    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--out", out_dir, *TINY_FAST)
+    code, out = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--out", out_dir, *TINY_FAST)
     assert code == 2 and "unfinished run; pass --resume" in out
 
 
@@ -118,7 +124,9 @@ def test_unavailable_device_before_any_weight(capsys, tmp_path, device):
 
     if torch.cuda.is_available() if device == "cuda" else torch.backends.mps.is_available():
         pytest.skip(f"{device} is available here")
-    code, out = run_cli(capsys, "run", "configs/tiny.toml", "--set", f"device={device}", "--out", tmp_path / "o")
+    code, out = run_cli(
+        capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--set", f"device={device}", "--out", tmp_path / "o"
+    )
     assert code == 2 and f"device = '{device}'" in out and "not available" in out
     assert not (tmp_path / "o").exists()
 
@@ -130,7 +138,7 @@ def test_head_backbone_mismatch_before_any_weight(capsys, tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "bert", "architectures": ["BertModel"]}')
     sets = ["--set", f"model.backbone='{folder}'", "--set", "model.head=selector"]
-    code, out = run_cli(capsys, "run", "configs/tiny.toml", *sets, "--out", tmp_path / "o")
+    code, out = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", *sets, "--out", tmp_path / "o")
     assert code == 2 and "model.head = 'selector' does not fit" in out and not (tmp_path / "o").exists()
 
 
@@ -138,11 +146,19 @@ def test_federation_refuses_to_overwrite_or_resume_nothing(capsys, tmp_path):
     fl = ["--clients-dir", tmp_path, "--set", "algorithm.methods=['FL']"]
     used = tmp_path / "used"
     (used / "checkpoints").mkdir(parents=True)
-    code, out = run_cli(capsys, "federation", "configs/tiny.toml", "--out", used, *fl)
+    code, out = run_cli(capsys, "federation", "src/fedpref/configs/quick/tiny.toml", "--out", used, *fl)
     assert code != 0 and "--resume" in out and "Traceback" not in out
     fresh = tmp_path / "fresh"
     code, out = run_cli(
-        capsys, "federation", "configs/tiny.toml", "--clients-dir", tmp_path, "--out", fresh, *fl, "--resume"
+        capsys,
+        "federation",
+        "src/fedpref/configs/quick/tiny.toml",
+        "--clients-dir",
+        tmp_path,
+        "--out",
+        fresh,
+        *fl,
+        "--resume",
     )
     assert code != 0 and "nothing to resume" in out
 
@@ -163,10 +179,95 @@ def test_list_configs_reads_each_header(capsys, tmp_path):
     (tmp_path / "stage2" / "b.toml").write_text("name = 'b'\n")
     assert main(["list", "configs", "--dir", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.startswith("a.toml") and line.rstrip().endswith("Setting A (Sec. 5.1, App. D).") for line in lines)
-    assert any(line.rstrip() == "stage2/b.toml" for line in lines)
+    assert any(line.split()[0] == "a" and line.rstrip().endswith("Setting A (Sec. 5.1, App. D).") for line in lines)
+    assert any(line.split() == ["b", "stage2"] for line in lines)  # name, group, no header
+
+
+def test_list_configs_shows_the_shipped_ones_by_name_and_group(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the checkout: the package's own configs
+    assert main(["list", "configs"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    assert rows["quick"] == "quick" and rows["tiny"] == "quick" and rows["stories"] == "stage2"
+    assert rows["reduced_imbalanced"] == "fedgd" and rows["fedgd_imbalanced_qwen2"] == "paper"
 
 
 def test_list_configs_without_a_folder(capsys, tmp_path):
     assert main(["list", "configs", "--dir", str(tmp_path / "missing")]) == 2
     assert "no configs folder" in capsys.readouterr().err
+
+
+def test_export_pairs_and_its_deprecated_spelling_write_the_same_file(capsys, tmp_path):
+    new, old = tmp_path / "new.jsonl", tmp_path / "old.jsonl"
+    code, text = run_cli(capsys, "export", "pairs", "src/fedpref/configs/quick/tiny.toml", "--out", new)
+    assert code == 0 and "deprecated" not in text
+    code, text = run_cli(capsys, "data", "export", "src/fedpref/configs/quick/tiny.toml", "--out", old)
+    assert code == 0 and "`fedpref data export` is deprecated; use `fedpref export pairs`" in text
+    assert new.read_bytes() == old.read_bytes()
+
+
+def test_old_export_spelling_is_export_model(capsys, tmp_path):
+    from fedpref.cli import resolve_aliases
+
+    argv = ["export", "runs/t", "--method", "FL", "--client", "c03", "--out", "x"]
+    assert resolve_aliases(argv) == ["export", "model", *argv[1:]]
+    assert "use `fedpref export model RUN`" in capsys.readouterr().err
+    assert resolve_aliases(["export", "model", "runs/t"]) == ["export", "model", "runs/t"]
+    assert resolve_aliases(["stage2-summary", "runs/s"]) == ["summarize", "runs/s"]
+    assert resolve_aliases(["run", "tiny"]) == ["run", "tiny"]
+
+
+def test_method_flag_sets_the_methods_on_every_running_command(capsys, tmp_path):
+    from fedpref.cli import build_parser, method_overrides
+
+    assert method_overrides(["FL", "Multi-CL"]) == ['algorithm.methods=["FL", "Multi-CL"]']
+    assert method_overrides([]) == []
+    parser = build_parser()
+    for argv in (
+        ["run", "c.toml"],
+        ["sweep", "c.toml", "--out", "o"],
+        ["federation", "c.toml", "--clients-dir", "d", "--out", "o"],
+        ["estimate", "c.toml"],
+    ):
+        assert parser.parse_args([*argv, "--method", "FL", "--method", "CL"]).methods == ["FL", "CL"]
+    code, text = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--method", "FedAvgg")
+    assert code == 2 and "unknown method(s) ['FedAvgg']" in text
+
+
+def test_the_shared_flags_mean_the_same_on_every_command(capsys):
+    """--out, --overwrite, --resume, --engine, --log, --set and --seeds: one help text wherever they appear."""
+    parser = build_parser_actions()
+    helps: dict[str, set[str]] = {}
+    for command, actions in parser.items():
+        for action in actions:
+            for flag in action.option_strings:
+                if flag in ("--overwrite", "--resume", "--engine", "--log", "--seeds") or (
+                    flag == "--set" and command not in ("diagnose", "personalize")
+                ):
+                    helps.setdefault(flag, set()).add(action.help)
+    assert {flag for flag in helps} == {"--overwrite", "--resume", "--engine", "--log", "--seeds", "--set"}
+    assert all(len(texts) == 1 for flag, texts in helps.items() if flag != "--seeds"), helps
+    assert len(helps["--seeds"]) == 2  # sweep's (its own cells) and that of run and stage2 (a sweep of seeds)
+
+
+def build_parser_actions() -> dict[str, list]:
+    import argparse
+
+    from fedpref.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: p._actions for name, p in sub.choices.items()}
+
+
+def test_run_seeds_is_a_sweep_of_seeds(capsys, tmp_path, monkeypatch):
+    import fedpref.experiments.sweep as sweep_module
+
+    ran = []
+    monkeypatch.setattr(sweep_module, "run_cell", lambda cell, console, engine: ran.append((cell.seed, cell.folder)))
+    out = tmp_path / "s"
+    code, text = run_cli(
+        capsys, "run", "src/fedpref/configs/quick/tiny.toml", *TINY_FAST, "--seeds", "0,1", "--out", out
+    )
+    assert code == 0 and ran == [(0, out / "seed=0"), (1, out / "seed=1")]
+    assert (out / "sweep.json").is_file()
+    code, text = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--seeds", "0", "--resume")
+    assert code == 2 and "drop --resume/--overwrite" in text

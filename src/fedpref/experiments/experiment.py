@@ -210,6 +210,7 @@ def personalize_run(
         raise FedprefError(f"only personalization.* settings can change after training; not {', '.join(bad)}")
     original = load_config(run_dir / "config.toml")
     cfg = load_config(run_dir / "config.toml", [*(overrides or []), f"personalization.steps={list(steps)}"])
+    check_config(cfg, str(run_dir / "config.toml"))
     keeps_diagnostics = cfg.personalization == replace(original.personalization, steps=cfg.personalization.steps)
     if out.resolve() == run_dir.resolve():
         raise FedprefError(f"{out}: the output must be a new folder, not the run itself")
