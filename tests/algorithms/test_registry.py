@@ -84,3 +84,20 @@ def test_help_lists_every_method_and_option():
     assert set(methods()) <= set(rows)
     assert rows["  algorithm.options.FedAvgM.momentum"].endswith("(default 0.9)")
     assert "in-process" in rows["CL"] and "K models" in rows["FedGD"]
+
+
+def test_method_rules_are_declared_by_the_methods():
+    """Multi-CL declares its own rule; every multi-model method the K <= clients one (by its flag)."""
+    from fedpref.algorithms.centralized import no_unseen_clients
+    from fedpref.algorithms.registry import check_method_rules, method_spec, models_fit_clients
+
+    assert method_spec("Multi-CL").rules() == (no_unseen_clients,)
+    assert all(method_spec(m).rules() == (models_fit_clients,) for m in ("FedGD", "FedBiscuit", "Soft-FL"))
+    assert method_spec("FL").rules() == ()
+    cfg = load_config(None, ["algorithm.methods=['FL', 'FedGD', 'Soft-FL']", "algorithm.num_models=4"])
+    check_method_rules(cfg, None)  # before the data loads: the client count is not known
+    check_method_rules(cfg, 4)
+    with pytest.raises(
+        ConfigError, match=r"^d.jsonl: 3 client\(s\), fewer than algorithm.num_models = 4 for FedGD, Soft-FL$"
+    ):
+        check_method_rules(cfg, 3, "d.jsonl")
