@@ -1,15 +1,21 @@
-"""Clients trained one after another on all threads against two clients at a time, one thread each.
+"""Clients trained one after another against two at a time: threads in one process, or the Simulation Engine.
 
-A round's clients are independent, so an engine could train them side by side, each on its own model
-replica with one intra-op thread, instead of one after another with every thread on each op. This times
-both ways on the same clients and steps (alternating repeats, medians) and prints the ratio; the results
-are the same either way (each client's steps depend only on its own generator).
+A round's clients are independent, so an engine can train them side by side instead of one after another
+with every thread on each op. `--engine threads` (the default) times both ways in one process, each worker
+on its own model replica with one intra-op thread. `--engine flower` runs a config's federated rounds (FL)
+on Flower's Simulation Engine twice per repeat: with `flower.num_cpus` = this machine's CPUs (one client at
+a time, every thread on it) and with `flower.num_cpus` = 1 (one client per CPU at once, one thread each: Ray
+sets each client's OMP_NUM_THREADS to its CPUs). Both modes alternate repeats, print the medians (the
+baseline, the parallel time) and their ratio; the results are the same either way (each client's steps
+depend only on its own generator; `--engine flower` checks the two round logs agree).
 
     .venv/bin/python benchmarks/parallel_clients.py [--clients 6] [--steps 8] [--repeats 3]
+    .venv/bin/python benchmarks/parallel_clients.py --engine flower --config quick --set federation.rounds=3
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -47,11 +53,59 @@ def side_by_side(sides, steps: int) -> None:
         worker.join()
 
 
+def simulated_rounds(cfg) -> tuple[float, list[dict]]:
+    """(seconds of the federated rounds, their round log): FL on the Simulation Engine, after its start-up."""
+    from fedpref.algorithms.registry import build_algorithm
+    from fedpref.engines.flower.run import run_simulated
+    from fedpref.engines.loop import run_rounds
+    from fedpref.models.adapters import trainable_state
+    from fedpref.models.factory import build_reward_model
+
+    model = build_reward_model(cfg)
+
+    def body(transport) -> tuple[float, list[dict]]:
+        peers = transport.peers
+        algorithm = build_algorithm("FL", cfg, peers.trained(), trainable_state(model), model, peers.held_out)
+        transport.begin_method("FL")
+        start = time.perf_counter()
+        log = run_rounds(algorithm, transport)
+        return time.perf_counter() - start, log
+
+    return run_simulated(cfg, body)
+
+
+def on_flower(args) -> None:
+    from fedpref.config import load_config
+
+    cpus = os.cpu_count() or 1
+    overrides = [*args.set, "algorithm.methods=['FL']"]
+    modes = {"one at a time": cpus, f"{cpus} at a time": 1}  # flower.num_cpus of each client
+    times: dict[str, list[float]] = {mode: [] for mode in modes}
+    logs: dict[str, list[dict]] = {}
+    for _ in range(args.repeats):
+        for mode, num_cpus in modes.items():
+            cfg = load_config(args.config, [*overrides, f"flower.num_cpus={num_cpus}"])
+            seconds, log = simulated_rounds(cfg)
+            times[mode].append(seconds)
+            logs[mode] = [{k: v for k, v in r.items() if k not in ("wall_s", "train_loss")} for r in log]
+    (a_mode, b_mode), rounds = modes, len(logs[next(iter(modes))])
+    a, b = statistics.median(times[a_mode]), statistics.median(times[b_mode])
+    print(f"{args.config}, FL, {rounds} rounds on the Simulation Engine, {args.repeats} alternating repeats, medians")
+    print(f"  one client at a time, {cpus} CPUs each: {a:.2f} s  {[round(t, 2) for t in times[a_mode]]}")
+    print(f"  {cpus} clients at a time, 1 CPU each:  {b:.2f} s  {[round(t, 2) for t in times[b_mode]]}")
+    print(f"  ratio: {a / b:.2f}x; same round logs: {logs[a_mode] == logs[b_mode]}")
+
+
 def main() -> None:
     parser = step_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--engine", choices=["threads", "flower"], default="threads")
+    parser.add_argument("--set", action="append", default=[], help="a config override (flower engine), repeatable")
     parser.set_defaults(clients=6)
     args = parser.parse_args()
+    if args.engine == "flower":
+        os.environ.pop("OMP_NUM_THREADS", None)  # Ray then gives each client as many threads as its CPUs
+        return on_flower(args)
     threads = torch.get_num_threads()
     sides = [replica(args) for _ in range(threads)]
     one_by_one, parallel = [], []
