@@ -84,6 +84,10 @@ class MethodResult:
     partition_ari: float | None = _help("ARI of the final partition against the true groups (when known)")
     selector: dict[str, Any] | None = _help("a latent selector's seen/unseen accuracy, separation, latent trace")
     privacy: dict[str, Any] | None = _help("client-level DP: clip_norm, noise_multiplier, releases, epsilon, delta")
+    communication: dict[str, Any] | None = _help(
+        "bytes_down_per_client_round / bytes_up_per_client_round (mean over each round's clients), trainable_params, "
+        "and per round the bytes down and up by client (tensors at their dtype's size, 8 bytes per numeric metric)"
+    )
     engine: str | None = _help("where it ran when not the in-process engine (flower; the centralized references)")
     extra: dict[str, Any] = _extra()
 
@@ -331,7 +335,11 @@ class ResultsWriter:
 
 RUN_FOLDER = (
     ("config.toml", "the resolved config (every key, defaults included); `--resume` checks its hash"),
-    ("rounds.jsonl", "one JSON line per global round: method, round, train_loss, wall_s, dropped clients, val_*"),
+    (
+        "rounds.jsonl",
+        "one JSON line per global round: method, round, train_loss, wall_s, dropped clients, val_*, "
+        "bytes_down and bytes_up by client",
+    ),
     (RESULTS_FILE, "the results (below); rewritten whole at the start, after each method (not Stage 2) and at the end"),
     ("table.md", "the run's tables in Markdown (what the console printed)"),
     ("personalization.png, assignments.png, latents.png", "the figures (`--figure-format` png, pdf or svg)"),

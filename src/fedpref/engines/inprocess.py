@@ -8,6 +8,7 @@ from typing import Any
 from fedpref.algorithms.aggregation import clear_aggregate
 from fedpref.client.worker import Trainers, answer
 from fedpref.engines.loop import task_keys
+from fedpref.engines.traffic import Traffic
 from fedpref.protocol import PERSONALIZE, Aggregate, Reply, Task, TaskKey
 
 Progress = Callable[[str, int, int], None]  # (what, done, total)
@@ -28,13 +29,16 @@ class InProcessTransport:
         self.clients = clients
         self.handler = handler or (lambda task, key, client: answer(task, key, client, trainers))
         self.progress = progress  # told of each client's personalization as it ends (they take long)
+        self.traffic = Traffic()  # the bytes of the tensors and numeric metrics each task and reply carries
 
     def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
         replies = []
+        self.traffic.count_tasks(tasks)
         for i, (task, task_key) in enumerate(zip(tasks, task_keys(tasks, key))):
             replies.append(self.handler(task, task_key, self.clients[task.client_id]))
             if self.progress and key.round == PERSONALIZE:
                 self.progress(f"{key.method}: personalization", i + 1, len(tasks))
+        self.traffic.count_replies(replies)
         return replies
 
     def aggregate(self, tasks: list[Task], key: TaskKey) -> Aggregate:

@@ -66,7 +66,10 @@ def run_rounds(
     non-finite one shows only in the sum, which stops the run as above.
     """
     records = []
+    traffic = getattr(transport, "traffic", None)  # a transport that counts its bytes (engines.traffic.Traffic)
     for r in range(start_round, algorithm.num_rounds + 1):
+        if traffic is not None:
+            traffic.take()  # what came before this round (a resume's memory restore) is not the round's
         start, stages, losses, dropped, participants, failures = time.perf_counter(), 0, [], [], [], []
         while tasks := algorithm.next_tasks(r):
             key = TaskKey(algorithm.name, r, stages)
@@ -85,6 +88,9 @@ def run_rounds(
             records[-1]["secure_aggregation_failed"] = failures
         if eval_every > 0 and r < algorithm.num_rounds and (r + 1) % eval_every == 0:
             records[-1].update(evaluate_server(algorithm, transport, r, stages, list(dict.fromkeys(participants))))
+        if traffic is not None:
+            carried = traffic.take()
+            records[-1]["bytes_down"], records[-1]["bytes_up"] = carried["down"], carried["up"]
         if on_round:
             on_round(records[-1])
         if checkpoint and should_checkpoint(algorithm, r, checkpoint_every):
@@ -171,6 +177,25 @@ def round_record(
     if algorithm.history and algorithm.history[-1].get("round") == r:
         record.update({k: v for k, v in algorithm.history[-1].items() if k != "round"})
     return record
+
+
+def communication(records: list[dict], trainable: State | None = None) -> dict | None:
+    """A method's bytes per client per round (fedpref.results.MethodResult.communication) from its round records:
+    the mean over every (round, client sent a task that round) of the bytes down and up, and each round's
+    counts; None when the transport counted nothing."""
+    counted = [r for r in records if "bytes_down" in r]
+    if not counted:
+        return None
+    down = [n for r in counted for n in r["bytes_down"].values()]
+    up = [r["bytes_up"].get(c, 0) for r in counted for c in r["bytes_down"]]
+    out: dict = {
+        "bytes_down_per_client_round": statistics.fmean(down) if down else 0.0,
+        "bytes_up_per_client_round": statistics.fmean(up) if up else 0.0,
+        "rounds": [{"round": r["round"], "down": r["bytes_down"], "up": r["bytes_up"]} for r in counted],
+    }
+    if trainable is not None:
+        out["trainable_params"] = sum(t.numel() for t in trainable.values())
+    return out
 
 
 def initializations(algorithm: Algorithm, client_ids: list[str]) -> dict[str, State]:

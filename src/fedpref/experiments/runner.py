@@ -17,7 +17,7 @@ from fedpref.client.trainer import LocalTrainer, optim_configs
 from fedpref.client.worker import EncodedClient, Trainers, concat, task_generator
 from fedpref.config import ExperimentConfig
 from fedpref.engines.inprocess import InProcessTransport
-from fedpref.engines.loop import Transport, finish_method, personalize, run_rounds, summarize_curves
+from fedpref.engines.loop import Transport, communication, finish_method, personalize, run_rounds, summarize_curves
 from fedpref.experiments.setup import Setup
 from fedpref.models.adapters import State
 from fedpref.protocol import ClientInfo
@@ -130,6 +130,8 @@ def execute_method(
     if setup is not None and cfg.diagnostics.enabled:
         result["diagnostics"] = run_diagnostics(name, inits, cfg, setup, progress)
     result["timing"] = {"wall_s": round(time.perf_counter() - started, 2), "global_s": sum(r["wall_s"] for r in log)}
+    if not isinstance(algorithm, Centralized) and (carried := communication(log, init)) is not None:
+        result["communication"] = carried
     if federation.engine != INPROCESS:
         result["engine"] = federation.engine
     return result, log

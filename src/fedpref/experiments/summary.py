@@ -22,7 +22,9 @@ class Row:
     """One CSV row (and one Markdown table row) of the summary."""
 
     group: str
-    kind: str  # accuracy | ari | settled | paired_difference | diagnostic:<quantity> | across:<config key>
+    # accuracy | ari | settled | bytes_down | bytes_up | s_per_round | paired_difference | diagnostic:<quantity>
+    # | across:<config key>
+    kind: str
     method: str
     step: int | None
     unit: str  # what one value is: a seed's mean over clients, or one client (paired, one seed)
@@ -94,6 +96,55 @@ DIAGNOSTIC_COLUMNS = {
     "H+_W": "H+_W",
     "P10_W": "P10_W",
 }
+
+
+def communicated(key: str) -> Callable[[Run, str], float | None]:
+    """A method's `communication[key]` in a run (bytes per client per round), None where it was not recorded."""
+
+    def value(run: Run, method: str) -> float | None:
+        carried = run.methods[method].communication
+        return None if carried is None or key not in carried else float(carried[key])
+
+    return value
+
+
+def seconds_per_round(run: Run, method: str) -> float | None:
+    """The global phase's wall time over its round records (timing.global_s / rounds); None without both."""
+    result = run.methods[method]
+    rounds = len((result.communication or {}).get("rounds", []))
+    global_s = (result.timing or {}).get("global_s")
+    return None if not rounds or global_s is None else float(global_s) / rounds
+
+
+EFFICIENCY = (
+    ("bytes_down", communicated("bytes_down_per_client_round"), 0),
+    ("bytes_up", communicated("bytes_up_per_client_round"), 0),
+    ("s_per_round", seconds_per_round, 3),
+)
+
+
+def efficiency_lines(group: Group) -> tuple[list[str], list[Row]]:
+    """Per method: bytes down / up per client per round and seconds per round, mean [95% t-interval] over seeds."""
+    rows = {kind: per_run_rows(group, kind, value) for kind, value, _ in EFFICIENCY}
+    seeds = {r.method: r.est.n for r in rows["bytes_down"]}
+    methods = [m for m in group.methods() if m in seeds]
+    if not methods:
+        return [], []
+    lines = ["", "Efficiency per method: mean over seeds [95% t-interval] (seeds).", ""]
+    lines += ["| method | bytes down / client / round | bytes up / client / round | s / round | seeds |"]
+    lines += ["|---|---|---|---|---|"]
+    for method in methods:
+        found = {kind: next((r for r in rows[kind] if r.method == method), None) for kind, _, _ in EFFICIENCY}
+        cells = [efficiency_cell(found[kind], digits) for kind, _, digits in EFFICIENCY]
+        lines.append(f"| {method} | " + " | ".join(cells) + f" | {seeds[method]} |")
+    return lines, [r for kind in rows for r in rows[kind] if r.method in methods]
+
+
+def efficiency_cell(row: Row | None, digits: int) -> str:
+    if row is None:
+        return "–"
+    ci = row.est.interval
+    return fmt(row.est.mean, digits) + (f" [{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]" if ci else "")
 
 
 def diagnostic_rows(group: Group) -> list[Row]:
@@ -171,6 +222,9 @@ def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple
         lines += ["", "Diagnostics (FedGD paper Tables 1-2; `fedpref diagnose`): mean over seeds [95% t-interval]:"]
         lines += ["", *diagnostic_markdown(diagnostics)]
         rows += diagnostics
+    efficiency, shown = efficiency_lines(group)
+    lines += efficiency
+    rows += shown
     for pair in pairs:
         rows += pair_markdown(group, pair, lines)
     lines += [
@@ -342,6 +396,31 @@ def to_csv(rows: list[Row]) -> str:
             + [";".join(map(str, r.seeds)), ";".join(str(round(v, 4)) for v in r.est.values)]
         )
     return out.getvalue()
+
+
+SUMMARY_JSON_FORMAT = "fedpref-summary/1"
+
+
+def row_record(r: Row) -> dict:
+    """One summary row as a JSON object, the CSV's columns (`seeds` and `values` as lists; no CI: null)."""
+    ci = r.est.interval or (None, None)
+    step = r.step
+    return {
+        "group": r.group, "kind": r.kind, "method": r.method, "step": step, "unit": r.unit, "n": r.est.n,
+        "mean": r.est.mean, "std": r.est.std, "ci_low": ci[0], "ci_high": ci[1],
+        "seeds": list(r.seeds), "values": list(r.est.values),
+    }  # fmt: skip
+
+
+def to_json(rows: list[Row]) -> str:
+    """The summary's rows as JSON (`fedpref summarize --json`), what `fedpref claims` reads."""
+    return json_document([row_record(r) for r in rows])
+
+
+def json_document(records: list[dict], **header: str) -> str:
+    """{"format": ..., **header, "rows": [...]}, one row a line."""
+    head = json.dumps({"format": SUMMARY_JSON_FORMAT, **header})[:-1]
+    return head + ', "rows": [\n' + ",\n".join(json.dumps(r) for r in records) + "\n]}\n"
 
 
 def parse_across(text: str) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ from flwr.common import Code, FitIns, FitRes, Parameters, Status, ndarrays_to_pa
 from flwr.compat.common import recorddict_compat as compat
 
 from fedpref.engines.flower.wire import content_from_bytes, content_to_bytes
+from fedpref.engines.traffic import NUMBER_BYTES
 from fedpref.models.adapters import State
 from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, RESTORE_MEMORY, ClientInfo, Reply, Task, TaskKey
 
@@ -28,6 +29,20 @@ def state_to_record(state: State) -> ArrayRecord:
     for name, tensor in state.items():
         record[name] = Array(tensor.detach().cpu().contiguous().numpy())
     return record
+
+
+def content_bytes(content: RecordDict) -> int:
+    """The data a message carries, as the in-process count has it (fedpref.engines.traffic): each array's
+    elements at its dtype's size, 8 bytes per number of its MetricRecords (config and JSON fields not counted)."""
+    arrays = sum(
+        int(np.prod(a.shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
+        for record in content.array_records.values()
+        for a in record.values()
+    )
+    numbers = sum(
+        len(v) if isinstance(v, list) else 1 for record in content.metric_records.values() for v in record.values()
+    )
+    return arrays + NUMBER_BYTES * numbers
 
 
 def record_to_state(record: ArrayRecord) -> State:

@@ -13,6 +13,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedpref.config import SecureAggregationConfig
 from fedpref.engines.flower import messages as m
 from fedpref.engines.loop import task_keys
+from fedpref.engines.traffic import Traffic
 from fedpref.protocol import AFTER_THE_ROUNDS, RESTORE_MEMORY, Aggregate, ClientInfo, Reply, Task, TaskKey
 
 LOG = logging.getLogger("flwr").getChild("fedpref")
@@ -110,6 +111,7 @@ class GridTransport:
     ):
         self.grid, self.peers, self.timeout_s, self.config_digest = grid, peers, timeout_s, config_digest
         self.secure = secure or SecureAggregationConfig()  # SecAgg+'s settings (its shares, threshold, quantization)
+        self.traffic = Traffic()  # the bytes of each plain message's content (SecAgg+ stages are not counted)
 
     def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
         if self.config_digest is not None:
@@ -151,12 +153,16 @@ class GridTransport:
             Message(m.task_to_content(t, k), self.peers.node_of[t.client_id], m.message_type(t.action), group_id=group)
             for t, k in zip(tasks, task_keys(tasks, key))
         ]
+        for task, msg in zip(tasks, msgs):
+            if task.action != RESTORE_MEMORY:
+                self.traffic.sent(task.client_id, m.content_bytes(msg.content))
         by_index = {}
         for msg in self.grid.send_and_receive(msgs, timeout=self.timeout_s):
             if usable(msg, f"a task of {group}"):
                 reply, index = m.content_to_reply(msg.content)
                 if 0 <= index < len(tasks) and reply.client_id == tasks[index].client_id:
                     by_index[index] = reply
+                    self.traffic.received(reply.client_id, m.content_bytes(msg.content))
                 else:
                     LOG.warning(
                         "fedpref: %s answered task %d of %s, not its own; left out", reply.client_id, index, group
