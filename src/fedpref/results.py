@@ -85,7 +85,7 @@ class MethodResult:
     selector: dict[str, Any] | None = _help("a latent selector's seen/unseen accuracy, separation, latent trace")
     privacy: dict[str, Any] | None = _help("client-level DP: clip_norm, noise_multiplier, releases, epsilon, delta")
     communication: dict[str, Any] | None = _help(
-        "bytes_down_per_client_round / bytes_up_per_client_round (mean over each round's clients), trainable_params, "
+        "bytes_down_per_client_round / bytes_up_per_client_round (mean over each round's clients) "
         "and per round the bytes down and up by client (tensors at their dtype's size, 8 bytes per numeric metric)"
     )
     engine: str | None = _help("where it ran when not the in-process engine (flower; the centralized references)")

@@ -179,7 +179,7 @@ def round_record(
     return record
 
 
-def communication(records: list[dict], trainable: State | None = None) -> dict | None:
+def communication(records: list[dict]) -> dict | None:
     """A method's bytes per client per round (fedpref.results.MethodResult.communication) from its round records:
     the mean over every (round, client sent a task that round) of the bytes down and up, and each round's
     counts; None when the transport counted nothing."""
@@ -193,8 +193,6 @@ def communication(records: list[dict], trainable: State | None = None) -> dict |
         "bytes_up_per_client_round": statistics.fmean(up) if up else 0.0,
         "rounds": [{"round": r["round"], "down": r["bytes_down"], "up": r["bytes_up"]} for r in counted],
     }
-    if trainable is not None:
-        out["trainable_params"] = sum(t.numel() for t in trainable.values())
     return out
 
 

@@ -130,7 +130,7 @@ def execute_method(
     if setup is not None and cfg.diagnostics.enabled:
         result["diagnostics"] = run_diagnostics(name, inits, cfg, setup, progress)
     result["timing"] = {"wall_s": round(time.perf_counter() - started, 2), "global_s": sum(r["wall_s"] for r in log)}
-    if not isinstance(algorithm, Centralized) and (carried := communication(log, init)) is not None:
+    if not isinstance(algorithm, Centralized) and (carried := communication(log)) is not None:
         result["communication"] = carried
     if federation.engine != INPROCESS:
         result["engine"] = federation.engine
