@@ -157,9 +157,48 @@ def build_parser() -> argparse.ArgumentParser:
     _add_stage2_parser(sub)
     _add_sweep_parser(sub)
     _add_summarize_parser(sub)
+    _add_claims_parser(sub)
     _add_export_parser(sub)
     _add_federation_parser(sub)
     return parser
+
+
+def _add_claims_parser(sub) -> None:
+    """`fedpref claims`: every paper claim with the paper's number, ours and the verdict its rule decides."""
+    claims = sub.add_parser(
+        "claims",
+        help="every paper claim: the paper's number, ours, and the verdict its fixed rule decides",
+        description="Decide every claim of the two papers from summaries (`fedpref summarize --json` files): by "
+        "default the committed ones (docs/results/*.json of the source checkout); with --summaries, your own, "
+        "e.g. a rerun at another scale (claims are matched by summary file name where it is theirs, else by "
+        "method, step and kind; only the claims with a number in them are listed). Rules: docs/results/index.md.",
+    )
+    claims.add_argument(
+        "--summaries",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="PATH",
+        help="summary JSON files, or folders of them (default: the committed docs/results)",
+    )
+    claims.add_argument("--id", action="append", default=None, metavar="ID", help="only this claim (repeatable)")
+    claims.add_argument("--format", choices=("md", "json"), default="md", help="Markdown table or JSON")
+
+
+def cmd_claims(args: argparse.Namespace, console: Console) -> None:
+    from fedpref import claims
+
+    strict = args.summaries is None
+    summaries = claims.load_summaries(args.summaries or [claims.committed_summaries()])
+    chosen = [c for c in claims.load_claims() if not args.id or c.id in args.id]
+    if args.id and (unknown := set(args.id) - {c.id for c in chosen}):
+        raise FedprefError(f"--id: no claim {', '.join(sorted(unknown))}")
+    decisions = claims.decide_all(summaries, chosen, strict=strict)
+    if not decisions:
+        raise FedprefError("no claim has a number in these summaries")
+    text = claims.to_json(decisions) if args.format == "json" else claims.to_markdown(decisions)
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _add_list_parser(sub) -> None:
@@ -661,6 +700,7 @@ def main(argv: list[str] | None = None) -> int:
             "estimate": cmd_estimate,
             "sweep": cmd_sweep,
             "summarize": cmd_summarize,
+            "claims": cmd_claims,
             "data": cmd_data,
             "diagnose": cmd_diagnose,
             "personalize": cmd_personalize,

@@ -1,6 +1,7 @@
 """The reference pages of the docs site, generated from the code: the CLI, the configs, the methods, the results.
 
 python -m fedpref.reference docs/reference      # rewrite the pages (tests fail while a committed one is stale)
+                                                # and the claims' results page, README table, notes' verdicts
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from unittest import mock
 
 from fedpref.algorithms.registry import methods
+from fedpref.claims import generated_files
 from fedpref.cli import build_parser
 from fedpref.config import ExperimentConfig
 from fedpref.results import results_page
@@ -146,6 +148,17 @@ def write(folder: Path) -> list[Path]:
     return written
 
 
+def write_claims(root: Path) -> list[Path]:
+    """Rewrite the claims' generated parts under the checkout `root`: the results page, the README's glance table,
+    the research notes' verdicts (`fedpref.claims.generated_files`); the paths written."""
+    written = []
+    for name, text in generated_files(root).items():
+        (root / name).write_text(text, encoding="utf-8")
+        written.append(root / name)
+    return written
+
+
 if __name__ == "__main__":
-    for path in write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference")):
+    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/reference")
+    for path in write(folder) + write_claims(folder.resolve().parents[1]):
         print(path)

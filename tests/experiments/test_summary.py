@@ -124,6 +124,20 @@ def test_summarize_markdown_and_csv(runs, capsys):
     assert len(rows) == 4 + 1 + 1 + 4 + 2
 
 
+def test_summarize_json_has_the_csv_rows(runs, capsys):
+    out_json = runs / "summary.json"
+    assert main(["summarize", str(runs / "sweep"), "--pair", "FedGD,FL", "--json", str(out_json)]) == 0
+    document = json.loads(out_json.read_text())
+    assert document["format"] == "fedpref-summary/1"
+    pair = next(r for r in document["rows"] if r["method"] == "FedGD - FL" and r["step"] == 0)
+    # FedGD - FL per seed at step 0: 1, 2, 3 -> mean 2, std 1, half-width 4.3027 / sqrt(3) = 2.484
+    assert {k: pair[k] for k in ("kind", "unit", "n", "mean", "std", "seeds", "values")} == {
+        "kind": "paired_difference", "unit": "seed", "n": 3, "mean": 2.0, "std": 1.0, "seeds": [0, 1, 2],
+        "values": [1.0, 2.0, 3.0],
+    }  # fmt: skip
+    assert (pair["ci_low"], pair["ci_high"]) == pytest.approx((-0.4842, 4.4842), abs=1e-4)
+
+
 def test_summarize_plot_draws_the_bands(runs, monkeypatch):
     """One panel per configuration, a line per method, a band wherever there are two seeds or more."""
     from fedpref.experiments import plots
@@ -224,7 +238,7 @@ def test_a_fedgd_run_records_its_partition_ari(tmp_path, capsys):
         "data.group_sizes=[1,1,1,1]",
         "algorithm.num_models=2",
     ]
-    args = ["run", "configs/tiny.toml", "--out", str(out), "--set", "algorithm.methods=['FedGD']"]
+    args = ["run", "tiny", "--out", str(out), "--set", "algorithm.methods=['FedGD']"]
     assert main(args + [x for item in fast for x in ("--set", item)]) == 0
     result = json.loads((out / "results.json").read_text())["methods"]["FedGD"]
     frozen = next(a["assignment"] for a in result["assignments"] if a.get("frozen"))

@@ -404,9 +404,8 @@ SUMMARY_JSON_FORMAT = "fedpref-summary/1"
 def row_record(r: Row) -> dict:
     """One summary row as a JSON object, the CSV's columns (`seeds` and `values` as lists; no CI: null)."""
     ci = r.est.interval or (None, None)
-    step = r.step
     return {
-        "group": r.group, "kind": r.kind, "method": r.method, "step": step, "unit": r.unit, "n": r.est.n,
+        "group": r.group, "kind": r.kind, "method": r.method, "step": r.step, "unit": r.unit, "n": r.est.n,
         "mean": r.est.mean, "std": r.est.std, "ci_low": ci[0], "ci_high": ci[1],
         "seeds": list(r.seeds), "values": list(r.est.values),
     }  # fmt: skip

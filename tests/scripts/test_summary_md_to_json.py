@@ -1,0 +1,88 @@
+"""scripts/summary_md_to_json.py: Markdown summaries back to `fedpref summarize --json`'s rows, and the committed
+docs/results/*.json what it writes from their Markdown."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from fedpref.experiments.summary import summarize, to_json
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "summary_md_to_json.py"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def converter():
+    spec = importlib.util.spec_from_file_location("summary_md_to_json", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fixtures_markdown_gives_summarizes_rows_to_two_decimals(converter, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    _, rows = summarize([Path("tests/fixtures/run_tiny_v0")])
+    expected = json.loads(to_json(rows))["rows"]
+    for r in expected:
+        r |= {k: None if r[k] is None else round(r[k], 2) for k in ("mean", "std", "ci_low", "ci_high")}
+        r["values"] = [round(v, 2) for v in r["values"]]
+    converted = converter.convert((FIXTURES / "run_tiny_v0.summary.md").read_text(encoding="utf-8"))
+    assert converted == expected
+
+
+MARKDOWN = """## Summary of runs
+
+### tiny, train.lr=0.001
+
+2 run(s), seeds 0, 1: `runs/a`, `runs/b`
+
+Paired difference FedGD - FL in accuracy points (one value per client: A - B on the same client):
+
+| method | step | n | mean | std | 95% CI | per seed |
+|---|---|---|---|---|---|---|
+| FedGD - FL | 10 | 16 | 1.25 | 4.00 | [-0.88, 3.38] | (16 clients) |
+
+Diagnostics (FedGD paper Tables 1-2; `fedpref diagnose`): mean over seeds [95% t-interval]:
+
+| method | n | GQ(l) | GQ_B | GQ_H | m0_R | m0_W | H+_R | P10_R | H+_W | P10_W |
+|---|---|---|---|---|---|---|---|---|---|---|
+| FL | 2 | 0.10 [0.05, 0.15] | – | – | – | – | – | – | – | 91.5 |
+
+## Across algorithm.num_models: tiny
+
+| method | algorithm.num_models=2 | algorithm.num_models=4 |
+|---|---|---|
+| FedGD | 90.00 (1) at step 10 | 92.00 (1) at step 10 |
+
+Paired difference against algorithm.num_models=4 in accuracy points (same method, seeds and clients; one value):
+
+| method | step | n | mean | std | 95% CI | per seed |
+|---|---|---|---|---|---|---|
+| FedGD: algorithm.num_models=2 - algorithm.num_models=4 | 10 | 2 | -2.00 | 1.00 | [-10.98, 6.98] | -1.29, -2.71 |
+"""
+
+
+def test_pairs_diagnostics_and_across_tables(converter):
+    rows = converter.convert(MARKDOWN)
+    assert [(r["group"], r["kind"], r["method"], r["step"]) for r in rows] == [
+        ("tiny, train.lr=0.001", "paired_difference", "FedGD - FL", 10),
+        ("tiny, train.lr=0.001", "diagnostic:GQ_mean", "FL", None),
+        ("tiny, train.lr=0.001", "diagnostic:P10_W", "FL", None),
+        ("tiny", "across:algorithm.num_models", "FedGD: algorithm.num_models=2 - algorithm.num_models=4", 10),
+    ]
+    pair, gq, p10, across = rows
+    assert (pair["unit"], pair["n"], pair["ci_low"], pair["seeds"], pair["values"]) == ("client", 16, -0.88, None, [])
+    assert (gq["mean"], gq["ci_low"], gq["ci_high"], gq["n"]) == (0.10, 0.05, 0.15, 2)
+    assert (p10["mean"], p10["ci_low"]) == (91.5, None)
+    assert (across["unit"], across["values"], across["seeds"]) == ("seed", [-1.29, -2.71], None)  # seeds of a group
+
+
+def test_committed_json_is_what_the_converter_writes(converter):
+    for path in sorted((ROOT / "docs" / "results").glob("*.json")):
+        markdown = path.with_suffix(".md").read_text(encoding="utf-8")
+        assert json.loads(path.read_text(encoding="utf-8"))["rows"] == converter.convert(markdown), path.name
