@@ -76,9 +76,10 @@ class Claim:
     id: str
     paper: str  # FedGD | FedVPA-GP
     source: str  # the paper's table or figure
-    statement: str
+    statement: str  # the claim in a short line
     paper_number: str
     command: str  # the make target or command that measures ours
+    sentence: str = ""  # the paper's own words ("" where only a table or figure makes the claim)
     checks: tuple[Check, ...] = ()
     status: str = ""  # NOT_RUN or NO_SUMMARY for a claim without checks
     note: str = ""  # why there is no check, or what the checks leave out
@@ -293,7 +294,8 @@ def outcome_text(o: Outcome) -> str:
 def decision_record(d: Decision) -> dict:
     c = d.claim
     return {
-        "id": c.id, "paper": c.paper, "source": c.source, "statement": c.statement, "paper_number": c.paper_number,
+        "id": c.id, "paper": c.paper, "source": c.source, "statement": c.statement, "sentence": c.sentence,
+        "paper_number": c.paper_number,
         "command": c.command, "verdict": d.verdict, "headline": c.headline, "note": c.note,
         "checks": [
             {"quantity": o.check.quantity.label(), "summary": o.check.quantity.summary, "rule": o.check.rule,
@@ -423,7 +425,8 @@ def claim_row(d: Decision) -> str:
     links = " ".join(f"([{f}]({f}.md))" for f in files)
     ours = ours_cell(d) + (f" {links}" if links else "")
     first = f'<a id="{anchor(c.id)}"></a>{c.id}'
-    cells = [c.statement + f" ({c.source})", c.paper_number, ours, f"**{d.verdict}**", f"`{c.command}`"]
+    quote = f'<br>*"{c.sentence}"*' if c.sentence else ""
+    cells = [f"{c.statement} ({c.source}){quote}", c.paper_number, ours, f"**{d.verdict}**", f"`{c.command}`"]
     return f"| {first} | " + " | ".join(cell(x) for x in cells) + " |"
 
 

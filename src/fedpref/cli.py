@@ -599,6 +599,8 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
     if _holds_stage2_runs(args.dirs):
         from fedpref.stage2.seed_summary import summarize_stage2
 
+        if args.json:
+            raise FedprefError("--json: not for Stage 2 runs yet (their summary is Markdown only)")
         markdown = summarize_stage2(args.dirs, args.judge, parse_pairs(args.pair))
         sys.stdout.write(markdown)
         sys.stdout.flush()
