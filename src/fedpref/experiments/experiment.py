@@ -25,6 +25,7 @@ from fedpref.experiments.orchestrator import (
     check_config,
     checkpoint_saver,
     load_resume_state,
+    open_run_dir,
     run_methods,
 )
 from fedpref.experiments.runner import INPROCESS, Federation, inprocess_federation
@@ -214,7 +215,7 @@ def personalize_run(
     keeps_diagnostics = cfg.personalization == replace(original.personalization, steps=cfg.personalization.steps)
     if out.resolve() == run_dir.resolve():
         raise FedprefError(f"{out}: the output must be a new folder, not the run itself")
-    outputs.prepare_run_dir(out, overwrite, resumable=False)
+    open_run_dir(out, overwrite, resumable=False)
     outputs.write_config(cfg, out)
     started = time.perf_counter()
     with _progress(console) as progress:
