@@ -17,6 +17,12 @@ CAPTIONS = (
     ("Diagnostics (FedGD paper Tables 1-2", "diagnostics"),
     ("Efficiency per method", "efficiency"),
 )
+# Stage 2 summaries (`fedpref summarize` on `fedpref stage2` runs): the judge names the group.
+STAGE2_CAPTIONS = (
+    (re.compile(r"Win rate \(%\) against the frozen base, judge `(\w+)`"), "win_rate"),
+    (re.compile(r"Stage 1 selector test accuracy"), "selector_accuracy"),
+    (re.compile(r"Paired difference of the conditional policies' win rates"), "paired_win_rate"),
+)
 PAIR = re.compile(r"Paired difference (?!against )(.+?) in accuracy points \(")
 ACROSS_PAIR = re.compile(r"Paired difference against (.+?)=.+? in accuracy points \(")
 ACROSS_HEADING = re.compile(r"Across (\S+): (.*)")
@@ -76,6 +82,34 @@ def rows_table(table: list[str], group: str, kind: str, seeds: list[int] | None)
     return rows
 
 
+def stage2_table(table: list[str], group: str, kind: str) -> list[dict]:
+    """| method | policy | type | n | mean | std | 95% CI | per seed | with per seed 'seed: value, ...'."""
+    rows = []
+    for line in table[2:]:
+        method, policy, context, n, mean, std, ci, per_seed = cells(line)
+        pairs = [item.split(":") for item in per_seed.split(",")]
+        low, high = interval(ci)
+        rows.append(
+            {
+                "group": group,
+                "kind": kind,
+                "method": method,
+                "policy": policy,
+                "context": context,
+                "step": None,
+                "unit": "seed",
+                "n": int(n),
+                "mean": number(mean),
+                "std": number(std),
+                "ci_low": low,
+                "ci_high": high,
+                "seeds": [int(s) for s, _ in pairs],
+                "values": [float(v) for _, v in pairs],
+            }  # fmt: skip
+        )
+    return rows
+
+
 def diagnostics_table(table: list[str], group: str) -> list[dict]:
     """| method | n | GQ(l) | ... | with 'mean [lo, hi]' cells; one row per method and quantity."""
     titles = cells(table[0])[2:]
@@ -104,7 +138,8 @@ def efficiency_table(table: list[str], group: str) -> list[dict]:
 
 def convert(markdown: str) -> list[dict]:
     """Every summary row that the Markdown shows (accuracy, ARI, settle round, diagnostics, efficiency, paired and
-    across differences), in the order shown; the selector and per-type tables are not summary rows."""
+    across differences; Stage 2 win rates, selector accuracies and paired win rates), in the order shown; the
+    selector and per-type tables of Stage 1 runs are not summary rows."""
     lines = markdown.splitlines()
     rows: list[dict] = []
     group, seeds, caption = "", None, None
@@ -128,11 +163,16 @@ def convert(markdown: str) -> list[dict]:
             continue
         elif line.strip():
             caption = caption_kind(line)
+            if judge := STAGE2_CAPTIONS[0][0].match(line):
+                group = f"judge {judge.group(1)}"
         i += 1
     return rows
 
 
 def caption_kind(line: str) -> str | None:
+    for pattern, kind in STAGE2_CAPTIONS:
+        if pattern.match(line):
+            return f"stage2:{kind}"
     for start, kind in CAPTIONS:
         if line.startswith(start):
             return kind
@@ -144,6 +184,8 @@ def caption_kind(line: str) -> str | None:
 
 
 def table_rows(table: list[str], group: str, caption: str, seeds: list[int] | None) -> list[dict]:
+    if caption.startswith("stage2:"):
+        return stage2_table(table, group, caption.removeprefix("stage2:"))
     if caption == "diagnostics":
         return diagnostics_table(table, group)
     if caption == "efficiency":
@@ -160,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.markdown:
         rows = convert(path.read_text(encoding="utf-8"))
         if not rows:
-            print(f"{path}: no summary table (a Stage 2 summary or a run's table), nothing written", file=sys.stderr)
+            print(f"{path}: no summary table (a single run's table?), nothing written", file=sys.stderr)
             continue
         text = json_document(rows, converted_from=path.name)
         path.with_suffix(".json").write_text(text, encoding="utf-8")

@@ -45,6 +45,8 @@ class Quantity:
     step: int | None = None
     kind: str = ""  # default: paired_difference for "A - B", else accuracy
     from_step: int | None = None
+    policy: str = ""  # Stage 2 rows: the policy (conditional DPO, FedDPO) or the selector's inputs
+    context: str = ""  # Stage 2 rows: the type (G1, G2, 'worse type')
 
     @property
     def row_kind(self) -> str:
@@ -56,6 +58,8 @@ class Quantity:
 
     def label(self) -> str:
         name = self.method if self.row_kind in ("accuracy", "paired_difference") else f"{self.row_kind} {self.method}"
+        if self.policy or self.context:
+            name += f" ({', '.join(x for x in (self.policy, self.context) if x)})"
         if self.from_step is not None:
             return f"{name} acc^{self.step} - acc^{self.from_step}"
         return name if self.step is None else f"{name} at acc^{self.step}"
@@ -164,7 +168,7 @@ def combine(verdicts: Sequence[str]) -> str:
 
 
 def quantity(entry: dict, defaults: dict) -> Quantity:
-    known = {"summary", "group", "method", "step", "kind", "from_step"}
+    known = {"summary", "group", "method", "step", "kind", "from_step", "policy", "context"}
     if extra := set(entry) - known:
         raise FedprefError(f"claims: unknown quantity key(s) {', '.join(sorted(extra))}")
     return Quantity(**({k: defaults[k] for k in ("summary", "group") if k in defaults} | entry))
@@ -213,7 +217,12 @@ def candidates(summaries: dict[str, list[dict]], q: Quantity, step: int | None, 
         pool = summaries.get(q.summary, [])
     else:
         pool = summaries[q.summary] if q.summary in summaries else [r for rows in summaries.values() for r in rows]
-    rows = [r for r in pool if r["kind"] == q.row_kind and r["method"] == q.method and r["step"] == step]
+    rows = [
+        r
+        for r in pool
+        if (r["kind"], r["method"], r["step"]) == (q.row_kind, q.method, step)
+        and (r.get("policy", ""), r.get("context", "")) == (q.policy, q.context)
+    ]
     same_group = [r for r in rows if r["group"] == q.group]
     return same_group if strict or same_group else rows
 

@@ -594,14 +594,14 @@ def _sweep(config: Path, seeds_text: str | None, grid_items, overrides, out: Pat
 
 
 def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.summary import parse_across, parse_pairs, summarize, to_csv, to_json
+    from fedpref.experiments.summary import json_document, parse_across, parse_pairs, summarize, to_csv, to_json
 
     if _holds_stage2_runs(args.dirs):
-        from fedpref.stage2.seed_summary import summarize_stage2
+        from fedpref.stage2.seed_summary import stage2_summary
 
+        markdown, records = stage2_summary(args.dirs, args.judge, parse_pairs(args.pair))
         if args.json:
-            raise FedprefError("--json: not for Stage 2 runs yet (their summary is Markdown only)")
-        markdown = summarize_stage2(args.dirs, args.judge, parse_pairs(args.pair))
+            args.json.write_text(json_document(records), encoding="utf-8")
         sys.stdout.write(markdown)
         sys.stdout.flush()
         if args.out:

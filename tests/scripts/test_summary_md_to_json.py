@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fedpref.experiments.summary import summarize, to_json
+from fedpref.stage2.seed_summary import stage2_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "summary_md_to_json.py"
@@ -86,3 +87,30 @@ def test_committed_json_is_what_the_converter_writes(converter):
     for path in sorted((ROOT / "docs" / "results").glob("*.json")):
         markdown = path.with_suffix(".md").read_text(encoding="utf-8")
         assert json.loads(path.read_text(encoding="utf-8"))["rows"] == converter.convert(markdown), path.name
+
+
+def stage2_run(path: Path, method: str, seed: int, g1: float, g2: float) -> None:
+    """A finished `fedpref stage2` results.json with oracle win rates (G1, G2) and the selector's accuracy."""
+    rates = {"oracle": {"G1": {"win_rate": g1}, "G2": {"win_rate": g2}}}
+    results = {
+        "config": {"name": "t", "seed": seed, "stage1": {"method": method}},
+        "task": {"name": "stories", "types": ["G1", "G2"]},
+        "stage1": {"by_group": {"G1": {"acc": 90.0 + seed, "base_acc": 50.0}, "G2": {"acc": 80.0, "base_acc": 70.0}}},
+        "stage2": {"win_rates": rates},
+        "feddpo": {"win_rates": rates},
+    }
+    path.mkdir(parents=True)
+    (path / "results.json").write_text(json.dumps(results), encoding="utf-8")
+
+
+def test_a_stage2_summary_round_trips(converter, tmp_path):
+    """The converter reads a Stage 2 summary's Markdown back into the rows `--json` writes (to two decimals)."""
+    for seed, (g1, g2) in enumerate([(60, 50), (70, 30), (80, 40)]):
+        stage2_run(tmp_path / "A" / f"seed={seed}", "FedVPA-GP", seed, g1, g2)
+        stage2_run(tmp_path / "B" / f"seed={seed}", "FedVPL", seed, 90, 20 + seed / 3)
+    markdown, records = stage2_summary([tmp_path], "oracle", [("FedVPA-GP", "FedVPL")])
+    assert {r["kind"] for r in records} == {"win_rate", "selector_accuracy", "paired_win_rate"}
+    for r in records:
+        r |= {k: None if r[k] is None else round(r[k], 2) for k in ("mean", "std", "ci_low", "ci_high")}
+        r["values"] = [round(v, 2) for v in r["values"]]
+    assert converter.convert(markdown) == records

@@ -104,7 +104,7 @@ def test_stage2_seeds_skip_finished_and_rerun_unfinished(tmp_path, monkeypatch, 
         (run_dir / "table.md").write_text("table\n")
 
     monkeypatch.setattr(pipeline, "run_pipeline", fake_pipeline)
-    config = Path(__file__).resolve().parents[2] / "configs" / "stage2" / "stories.toml"
+    config = Path(__file__).resolve().parents[2] / "src/fedpref/configs/stage2/stories.toml"
     out = tmp_path / "out"
     write_run(out / "seed=0", "FedVPA-GP", 0, 50, 50)  # finished
     (out / "seed=1").mkdir()
@@ -113,3 +113,16 @@ def test_stage2_seeds_skip_finished_and_rerun_unfinished(tmp_path, monkeypatch, 
     assert ran == [(1, "seed=1"), (2, "seed=2")]
     assert "[1/3] seed=0: skipped (finished)" in capsys.readouterr().out  # through `fedpref sweep`
     assert main(["stage2", str(config), "--seeds", "0,0", "--out", str(out)]) == 2
+
+
+def test_summarize_json_carries_the_rows(runs, tmp_path):
+    out = tmp_path / "summary.json"
+    assert main(["summarize", str(runs), "--pair", "FedVPA-GP,FedVPL", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    worse = next(r for r in rows if r["kind"] == "paired_win_rate" and r["context"] == "worse type")
+    where = (worse["group"], worse["method"], worse["policy"])
+    assert where == ("judge oracle", "FedVPA-GP - FedVPL", "conditional DPO")
+    assert (worse["values"], worse["seeds"], worse["mean"]) == ([30.0, 20.0, 10.0], [0, 1, 2], 20.0)
+    selector = next(r for r in rows if r["kind"] == "selector_accuracy" and r["method"] == "FedVPA-GP")
+    found = (selector["policy"], selector["context"], selector["values"])
+    assert found == ("selector with z", "G1", [90.0, 91.0, 92.0])  # 90 + seed

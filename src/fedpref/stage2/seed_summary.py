@@ -168,8 +168,25 @@ def rows_markdown(rows: Sequence[Stage2Row], first: str) -> list[str]:
     return lines
 
 
+def stage2_record(group: str, kind: str, r: Stage2Row) -> dict:
+    """One row in the shape of `fedpref summarize --json`'s rows, with the policy and the type (context)."""
+    ci = r.est.interval or (None, None)
+    return {
+        "group": group, "kind": kind, "method": r.method, "policy": r.policy, "context": r.context, "step": None,
+        "unit": "seed", "n": r.est.n, "mean": r.est.mean, "std": r.est.std, "ci_low": ci[0], "ci_high": ci[1],
+        "seeds": list(r.seeds), "values": list(r.est.values),
+    }  # fmt: skip
+
+
 def summarize_stage2(dirs: Sequence[Path], judge: str = "oracle", pairs: Sequence[tuple[str, str]] = ()) -> str:
     """Markdown: win rates over seeds per Stage 1 method and policy, the selector's accuracy, paired differences."""
+    return stage2_summary(dirs, judge, pairs)[0]
+
+
+def stage2_summary(
+    dirs: Sequence[Path], judge: str = "oracle", pairs: Sequence[tuple[str, str]] = ()
+) -> tuple[str, list[dict]]:
+    """(Markdown, its rows as `stage2_record`s: win_rate, selector_accuracy, paired_win_rate; group 'judge J')."""
     groups = by_method(find_stage2_runs(dirs))
     rates = win_rate_rows(groups, judge)
     if not rates:
@@ -188,13 +205,18 @@ def summarize_stage2(dirs: Sequence[Path], judge: str = "oracle", pairs: Sequenc
         "",
         "Stage 1 selector test accuracy (%) per type, with z and from its base logits alone:",
         "",
-        *rows_markdown(selector_rows(groups), "Stage 1 method"),
+        *rows_markdown(selectors := selector_rows(groups), "Stage 1 method"),
     ]
+    label = f"judge {judge}"
+    records = [stage2_record(label, "win_rate", r) for r in rates]
+    records += [stage2_record(label, "selector_accuracy", r) for r in selectors]
     for a, b in pairs:
+        paired = paired_rows(groups, a, b, judge)
         lines += [
             "",
             f"Paired difference of the conditional policies' win rates, {a} - {b} (one value per seed):",
             "",
-            *rows_markdown(paired_rows(groups, a, b, judge), "pair"),
+            *rows_markdown(paired, "pair"),
         ]
-    return "\n".join(lines) + "\n"
+        records += [stage2_record(label, "paired_win_rate", r) for r in paired]
+    return "\n".join(lines) + "\n", records
