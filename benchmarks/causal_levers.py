@@ -175,7 +175,7 @@ def compiled_variant(args, lora) -> Variant:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2-0.5b")
-    parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"), help="whose pairs to use")
+    parser.add_argument("--config", default="quick", help="whose pairs to use (a file or a shipped config)")
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument(
         "--length", type=int, default=1024, help="max_length, the papers' way pads to it (FedBiscuit's configs: 1024)"

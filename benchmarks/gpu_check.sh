@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of docs/speed.md ("On a GPU") in one pass, each step's output in $OUT/gpu_check.log:
-#   1. the results contract on CUDA: configs/tiny.toml, every method, device 'cuda' (bf16 autocast);
+#   1. the results contract on CUDA: configs/quick/tiny.toml, every method, device 'cuda' (bf16 autocast);
 #   2. benchmarks/throughput.py's Qwen2-0.5B-size row on CUDA, the reference in fp32 and in bf16 autocast;
-#   3. a Qwen2-0.5B-size backbone with random weights, `fedpref estimate configs/paper_imbalanced.toml` of
+#   3. a Qwen2-0.5B-size backbone with random weights, `fedpref estimate fedgd_imbalanced_qwen2` of
 #      FedGD on it, then two real rounds of FedGD at the paper's scale (5 clients x 30 steps x batch 16);
 #   4. the MiniLM row on CUDA, and on this machine's CPU (a second CPU kind for the encoder ratio).
 # A failing step is reported and the next one runs; each has a time limit. Needs the package importable
@@ -30,12 +30,12 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log, time; neve
 step env 60 bash -c "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; $PY -c \
 'import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__, \
 torch.cuda.get_device_name(0))'"
-step tiny 120 "$PY" -m fedpref.cli run configs/tiny.toml --set "device='$DEVICE'" --out /tmp/tiny_cuda --overwrite
+step tiny 120 "$PY" -m fedpref.cli run tiny --set "device='$DEVICE'" --out /tmp/tiny_cuda --overwrite
 cp /tmp/tiny_cuda/results.json "$OUT/tiny_results.json" 2>/dev/null
 QWEN=(--models qwen2-0.5b --device $DEVICE --paper-batch 16 --paper-steps 10 --paper-eval-pairs 64)
 step throughput_qwen 150 "$PY" benchmarks/throughput.py "${QWEN[@]}" --repeats 3 --out "$OUT/throughput_qwen.json"
 step save_backbone 60 "$PY" benchmarks/paper_models.py qwen2-0.5b /tmp/qwen2-0.5b-random
-PAPER=(configs/paper_imbalanced.toml --set "model.backbone='/tmp/qwen2-0.5b-random'" --set "model.tokenizer='minilm'"
+PAPER=(fedgd_imbalanced_qwen2 --set "model.backbone='/tmp/qwen2-0.5b-random'" --set "model.tokenizer='minilm'"
     --set "model.head='selector'" --set "device='$DEVICE'")
 step estimate 180 "$PY" -m fedpref.cli estimate "${PAPER[@]}" --set "algorithm.methods=['FedGD']" \
     --out "$OUT/estimate.json"

@@ -34,7 +34,7 @@ def one_round(num_clients: int, resident: int) -> dict:
 
     per_group = num_clients // 4
     cfg = load_config(
-        ROOT / "configs" / "quick.toml",
+        ROOT / "src/fedpref/configs/quick/quick.toml",
         [
             f"data.group_sizes=[{per_group}, {per_group}, {per_group}, {per_group}]",
             "data.pairs_per_axis=6",

@@ -11,7 +11,7 @@ paper-size run where no weights can be downloaded (docs/speed.md, On a GPU). The
 saved beside a Qwen2 config would load as a Qwen2 tokenizer): name MiniLM's as the run's.
 
     python benchmarks/paper_models.py qwen2-0.5b /tmp/qwen2-0.5b-random
-    fedpref estimate configs/paper_imbalanced.toml --set "model.backbone='/tmp/qwen2-0.5b-random'" \
+    fedpref estimate fedgd_imbalanced_qwen2 --set "model.backbone='/tmp/qwen2-0.5b-random'" \
         --set "model.tokenizer='minilm'" --set "model.head='selector'"
 """
 

@@ -7,7 +7,7 @@ parameters, the trainable LoRA (+ head) ones, and the variational modules' (feat
 latent projection f, prototypes, projection W). `qwen2-0.5b` is the published Qwen2-0.5B architecture with
 random weights (benchmarks/paper_models.py; no download).
 
-    .venv/bin/python benchmarks/param_overhead.py [--config configs/vpa_hh.toml] [--models minilm,smollm2,qwen2-0.5b]
+    .venv/bin/python benchmarks/param_overhead.py [--config vpa_hh] [--models minilm,smollm2,qwen2-0.5b]
         [--json FILE]
 """
 
@@ -59,7 +59,7 @@ def row(name: str, config: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "vpa_hh.toml")
+    parser.add_argument("--config", type=Path, default=Path("vpa_hh"))
     parser.add_argument("--models", default="minilm,smollm2,qwen2-0.5b")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()

@@ -5,7 +5,7 @@ empty ClientApp's round trip, benchmarks/empty_app), measured in the same run.
 
     python benchmarks/round_time.py [--rounds 4] [--clients 4] [--pairs 6] [--out DIR]
 
-Each engine runs FL on the same per-user files (configs/tiny.toml's synthetic data, `--clients` users),
+Each engine runs FL on the same per-user files (configs/quick/tiny.toml's synthetic data, `--clients` users),
 every client in every round, no personalization steps. A round's time is the median over rounds 1.. of
 `wall_s` in rounds.jsonl (round 0 also pays for start-up). The breakdown of a deployment round: the floor
 (process start of an empty app and Flower's polling), the in-process round (our training and evaluation
@@ -57,7 +57,7 @@ from pathlib import Path
 from fedpref.config import load_config
 from fedpref.engines.flower.client_app import build_local_node
 t1 = time.perf_counter()
-build_local_node(load_config("configs/tiny.toml", sys.argv[2:]), Path(sys.argv[1]))
+build_local_node(load_config("tiny", sys.argv[2:]), Path(sys.argv[1]))
 print(t1 - t0, time.perf_counter() - t1)
 """
 
@@ -114,7 +114,7 @@ def main() -> None:
     data = [f"data.group_sizes={sizes}", f"data.pairs_per_axis={args.pairs}", "data.val_pairs=2", "data.test_pairs=2"]
     data += [f"federation.clients_per_round={args.clients}"]
     pooled, clients = work / "pooled.jsonl", work / "clients"
-    fedpref("data", "export", "configs/tiny.toml", *sets(data), "--out", str(pooled))
+    fedpref("data", "export", "tiny", *sets(data), "--out", str(pooled))
     fedpref("data", "split-clients", str(pooled), "--out", str(clients), "--user-key", "client")
     run = [*data, "data.source=jsonl", f"data.path={pooled}", f"federation.rounds={args.rounds}"]
     run += ["algorithm.methods=['FL']", "personalization.steps=[0]"]
@@ -122,13 +122,13 @@ def main() -> None:
     seconds = {}
     for engine in ("inprocess", "flower"):
         out = work / engine
-        fedpref("run", "configs/tiny.toml", "--out", str(out), "--engine", engine, *sets(run))
+        fedpref("run", "tiny", "--out", str(out), "--engine", engine, *sets(run))
         seconds[engine] = round_seconds(out)
     loopback = ["--clients-dir", str(clients), "--out", str(work / "loopback")]
-    fedpref("federation", "configs/tiny.toml", *loopback, *sets(run))
+    fedpref("federation", "tiny", *loopback, *sets(run))
     seconds["loopback"] = round_seconds(work / "loopback")
     per_message = work / "per_message"  # the baseline: every message's process imports and loads everything
-    config = ROOT / "configs" / "tiny.toml"
+    config = ROOT / "src/fedpref/configs/quick/tiny.toml"
     fed.run_federation(config, clients, per_message, ["FL"], run, app=ROOT / "benchmarks" / "per_message_app")
     seconds["per_message"] = round_seconds(per_message)
     seconds["floor_flower"] = empty_app_floor(args.clients, args.rounds, work / "floor_flower", 0.0)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def step_parser(doc: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"))
+    parser.add_argument("--config", default=str(ROOT / "src/fedpref/configs/quick/quick.toml"))
     parser.add_argument("--clients", type=int, default=3)
     parser.add_argument("--steps", type=int, default=8)
     return parser

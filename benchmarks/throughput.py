@@ -56,7 +56,7 @@ from paper_models import build_paper_selector  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 STORIES = (ROOT / ".." / "shared" / "models" / "stories260K" / "hf").resolve()
-TLDR = (ROOT / "configs" / "tldr_local.toml").resolve()
+TLDR = (ROOT / "src/fedpref/configs/fedgd/tldr_local.toml").resolve()
 Build = Callable[[object], torch.nn.Module]  # config -> reward model
 
 
@@ -397,7 +397,7 @@ def paper_row(row: str, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=str(ROOT / "configs" / "quick.toml"))
+    parser.add_argument("--config", default=str(ROOT / "src/fedpref/configs/quick/quick.toml"))
     parser.add_argument(
         "--models",
         default="minilm,stories,qwen2-0.5b,qwen2-0.5b-tldr",

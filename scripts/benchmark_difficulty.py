@@ -19,8 +19,8 @@ A one-client probe near 100% means a single client's ~60 pairs already pin down 
 personalization regime is too easy to separate methods. Unseen clients (data.unseen_clients) are probed on their own
 data but left out of the whole-group and all-clients training sets, as in an experiment.
 
-.venv/bin/python scripts/benchmark_difficulty.py configs/quick.toml
-.venv/bin/python scripts/benchmark_difficulty.py configs/reduced_balanced.toml --set data.pairs_per_axis=40 \
+.venv/bin/python scripts/benchmark_difficulty.py configs/quick/quick.toml
+.venv/bin/python scripts/benchmark_difficulty.py configs/fedgd/reduced_balanced.toml --set data.pairs_per_axis=40 \
     --json difficulty.json --md difficulty.md
 """
 

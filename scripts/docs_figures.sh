@@ -24,29 +24,29 @@ BOTH=(--set 'algorithm.methods=["FedVPL","FedVPA-GP"]')
 figure_args() {
   RUN=$1
   case "$1" in
-    fedgd_imb_s0_personalization) RUN=fedgd_imb_s0 CONFIG=configs/reduced_imbalanced.toml FIGURE=personalization.png; ARGS=() ;;
-    fedgd_imb_s0_assignments) RUN=fedgd_imb_s0 CONFIG=configs/reduced_imbalanced.toml FIGURE=assignments.png; ARGS=() ;;
-    fedvpa_fix_syn_s0_latents) CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=() ;;
-    fedvpa_fix_hh_s0_latents) CONFIG=configs/vpa_hh.toml FIGURE=latents.png; ARGS=() ;;
-    fedvpa_syn_s0_latents) CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}") ;;
+    fedgd_imb_s0_personalization) RUN=fedgd_imb_s0 CONFIG=reduced_imbalanced FIGURE=personalization.png; ARGS=() ;;
+    fedgd_imb_s0_assignments) RUN=fedgd_imb_s0 CONFIG=reduced_imbalanced FIGURE=assignments.png; ARGS=() ;;
+    fedvpa_fix_syn_s0_latents) CONFIG=vpa_synthetic FIGURE=latents.png; ARGS=() ;;
+    fedvpa_fix_hh_s0_latents) CONFIG=vpa_hh FIGURE=latents.png; ARGS=() ;;
+    fedvpa_syn_s0_latents) CONFIG=vpa_synthetic FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}") ;;
     fedvpa_syn_causal_s0_latents)
-      CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}" "${CAUSAL[@]}") ;;
-    fedvpa_hh_s0_latents) CONFIG=configs/vpa_hh.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}") ;;
+      CONFIG=vpa_synthetic FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}" "${CAUSAL[@]}") ;;
+    fedvpa_hh_s0_latents) CONFIG=vpa_hh FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}") ;;
     fedvpa_hh_r80_latents)
-      CONFIG=configs/vpa_hh.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}" --set data.hh.helpful_fraction=0.8) ;;
-    fedvpa_hh_long_s0_latents) CONFIG=configs/vpa_hh.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPA_GP[@]}" "${LONG[@]}") ;;
+      CONFIG=vpa_hh FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${BOTH[@]}" --set data.hh.helpful_fraction=0.8) ;;
+    fedvpa_hh_long_s0_latents) CONFIG=vpa_hh FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPA_GP[@]}" "${LONG[@]}") ;;
     fedvpa_syn_long_s0_latents)
-      CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPA_GP[@]}" "${LONG[@]}") ;;
+      CONFIG=vpa_synthetic FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPA_GP[@]}" "${LONG[@]}") ;;
     fedvpa_syn_long_s2_latents)
-      CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPA_GP[@]}" "${LONG[@]}" --set seed=2) ;;
+      CONFIG=vpa_synthetic FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPA_GP[@]}" "${LONG[@]}" --set seed=2) ;;
     fedvpl_syn_long_s0_latents)
-      CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPL[@]}" "${LONG[@]}") ;;
+      CONFIG=vpa_synthetic FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPL[@]}" "${LONG[@]}") ;;
     fedvpl_syn_long_s1_latents)
-      CONFIG=configs/vpa_synthetic.toml FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPL[@]}" "${LONG[@]}" --set seed=1) ;;
+      CONFIG=vpa_synthetic FIGURE=latents.png; ARGS=("${BEFORE_FIX[@]}" "${VPL[@]}" "${LONG[@]}" --set seed=1) ;;
     *) echo "unknown figure: $1 (see docs/img/)" >&2; return 1 ;;
   esac
   # the HH config reads the hub id; these figures were drawn from the local test splits (HH_DATA to change it)
-  [[ $CONFIG == configs/vpa_hh.toml ]] && ARGS+=(--set "data.path='${HH_DATA:-../shared/data/hh-rlhf}'")
+  [[ $CONFIG == vpa_hh ]] && ARGS+=(--set "data.path='${HH_DATA:-../shared/data/hh-rlhf}'")
   return 0
 }
 

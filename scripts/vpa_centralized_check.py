@@ -1,6 +1,6 @@
 """Centralized check of the FedVPA-GP selector: can z carry two opposite preferences without federation?
 
-One G1 and one G2 client of the humor-only conflict (configs/vpa_synthetic.toml), batches alternating
+One G1 and one G2 client of the humor-only conflict (configs/fedvpa/vpa_synthetic.toml), batches alternating
 between them, one AdamW over every trainable weight, base-logit dropout P_LOGIT; prints each type's test
 accuracy with z and with the base logits alone every 50 steps (docs/fedvpa.md, choice 6).
 
@@ -24,7 +24,7 @@ from fedpref.models.variational import variational_model
 
 def main(p_logit: float, lr: float, steps: int) -> None:
     overrides = ["data.group_sizes=[1,1,0,0]", "federation.clients_per_round=2", "data.unseen_clients=0"]
-    cfg = load_config("configs/vpa_synthetic.toml", overrides)
+    cfg = load_config("vpa_synthetic", overrides)
     setup = build_setup(cfg)
     model = variational_model(setup.model, dataclasses.replace(spec_from_config(cfg), p_logit=p_logit))
     clients = list(setup.clients.values())

@@ -1,6 +1,6 @@
 """Controlled experiments on why federated FedVPA-GP ignores z (docs/fedvpa.md, "Diagnosis").
 
-Each variant is `configs/vpa_synthetic.toml` (FedVPA-GP only) at the settings before the fix (`BEFORE_FIX`) with a
+Each variant is `vpa_synthetic` (FedVPA-GP only) at the settings before the fix (`BEFORE_FIX`) with a
 few `--set` overrides, run over seeds with
 `fedpref sweep` into OUT/<variant>/; `table` reads the finished runs and prints, per variant, the selector's
 test accuracy per type with z and from its base logits alone (mean over seeds, 95% t-interval over seeds), and
@@ -21,15 +21,15 @@ from pathlib import Path
 
 from scipy import stats
 
-CONFIG = "configs/vpa_synthetic.toml"
+CONFIG = "vpa_synthetic"
 ONLY_FEDVPA = 'algorithm.methods=["FedVPA-GP"]'
-ORACLE_Z = "variational.latent_source='oracle'"
-TRUE_LABELS = "variational.assignment='oracle'"
+ORACLE_Z = "vpa_diagnosis.latent_source='oracle'"
+TRUE_LABELS = "vpa_diagnosis.assignment='oracle'"
 CENTRE = "variational.center_latents=true"
 WARMUP = [
-    "variational.latent_warmup_rounds=5",
-    "variational.inference_lr_scale=10",
-    "variational.selector_basis='prototypes'",
+    "vpa_diagnosis.latent_warmup_rounds=5",
+    "vpa_diagnosis.inference_lr_scale=10",
+    "vpa_diagnosis.selector_basis='prototypes'",
 ]
 STANDARDIZED = [CENTRE, "variational.scale_latents=true", "variational.selector_reads='mean'"]
 SLOW_BASE = "variational.base_lr_scale=0.1"
@@ -59,7 +59,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "oracle_z": ("z = the true type's one-hot at radius s: is training the z path at fault?", [ORACLE_Z]),
     "oracle_z_shared": (
         "oracle z plus a component shared by both types (2s on one axis)",
-        ["variational.latent_source='oracle_shared'"],
+        ["vpa_diagnosis.latent_source='oracle_shared'"],
     ),
     "oracle_z_1": ("oracle z, 1 client a round", [ORACLE_Z, "federation.clients_per_round=1"]),
     "oracle_z_2": ("oracle z, 2 clients a round", [ORACLE_Z, "federation.clients_per_round=2"]),
@@ -69,12 +69,12 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "base reward model frozen (lr scale 0): does the base crowd z out?",
         ["variational.base_lr_scale=0"],
     ),
-    "latent_lr_x10": ("the z path and inference network at 10x the lr", ["variational.latent_lr_scale=10"]),
+    "latent_lr_x10": ("the z path and inference network at 10x the lr", ["vpa_diagnosis.latent_lr_scale=10"]),
     "true_labels": ("prototype labels = true types: is the k-means assignment at fault?", [TRUE_LABELS]),
-    "all_clients": ("k-means over every client's latest mean", ["variational.assignment='all_clients'"]),
+    "all_clients": ("k-means over every client's latest mean", ["vpa_diagnosis.assignment='all_clients'"]),
     "centred": ("the selector reads z minus the clients' mean latent", [CENTRE]),
     "centred_true_labels": ("centred z and true-type labels", [CENTRE, TRUE_LABELS]),
-    "centred_all_clients": ("centred z, k-means over every client", [CENTRE, "variational.assignment='all_clients'"]),
+    "centred_all_clients": ("centred z, k-means over every client", [CENTRE, "vpa_diagnosis.assignment='all_clients'"]),
     "true_labels_mean": (
         "true-type labels, the selector reads the posterior mean (no noise)",
         [TRUE_LABELS, "variational.selector_reads='mean'"],
@@ -86,15 +86,15 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "standardized": ("the selector reads the centred, scaled posterior mean", STANDARDIZED),
     "standardized_all_clients": (
         "k-means over every client's latest mean, the selector reads the centred, scaled posterior mean",
-        ["variational.assignment='all_clients'", *STANDARDIZED],
+        ["vpa_diagnosis.assignment='all_clients'", *STANDARDIZED],
     ),
     "standardized_all_clients_slow_base": (
         "as standardized_all_clients, the base reward model at 0.1x the lr (the paper's 1e-4; the z path keeps 1e-3)",
-        ["variational.assignment='all_clients'", *STANDARDIZED, SLOW_BASE],
+        ["vpa_diagnosis.assignment='all_clients'", *STANDARDIZED, SLOW_BASE],
     ),
     "standardized_all_clients_balanced": (
         "as standardized_all_clients, each round 2 clients of each prototype label",
-        ["variational.assignment='all_clients'", *STANDARDIZED, "variational.sampling='by_prototype'"],
+        ["vpa_diagnosis.assignment='all_clients'", *STANDARDIZED, "variational.sampling='by_prototype'"],
     ),
     "slow_base": ("before the fix, the base reward model at 0.1x the lr", [SLOW_BASE]),
     "oracle_z_slow_base": (
@@ -109,7 +109,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "shipped_lr3e-4": ("before the fix, local lr 3e-4", ["train.lr=3e-4"]),
     "frozen_inference_standardized": (
         "inference network frozen at its init (static latents), the selector reads them centred and scaled",
-        ["variational.inference_lr_scale=0", *STANDARDIZED],
+        ["vpa_diagnosis.inference_lr_scale=0", *STANDARDIZED],
     ),
     "oracle_z_balanced": (
         "oracle z, each round 2 clients of each true type (no final-round majority)",
@@ -128,18 +128,18 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "client context, the selector reads it centred and scaled",
         ["variational.latent_context='client'", *STANDARDIZED],
     ),
-    "prototype_basis": ("f reads z's coordinates along the prototypes", ["variational.selector_basis='prototypes'"]),
+    "prototype_basis": ("f reads z's coordinates along the prototypes", ["vpa_diagnosis.selector_basis='prototypes'"]),
     "prototype_basis_true_labels": (
         "prototype basis, true-type labels",
-        [TRUE_LABELS, "variational.selector_basis='prototypes'"],
+        [TRUE_LABELS, "vpa_diagnosis.selector_basis='prototypes'"],
     ),
     "prototype_basis_true_labels_fast": (
         "prototype basis, true-type labels, inference network at 10x the lr (latents reach their prototypes early)",
-        [TRUE_LABELS, "variational.selector_basis='prototypes'", "variational.inference_lr_scale=10"],
+        [TRUE_LABELS, "vpa_diagnosis.selector_basis='prototypes'", "vpa_diagnosis.inference_lr_scale=10"],
     ),
     "oracle_z_from_10": (
         "oracle z withheld (z = 0) for the first 10 rounds: does an early monolithic phase lock the selector in?",
-        [ORACLE_Z, "variational.oracle_from_round=10"],
+        [ORACLE_Z, "vpa_diagnosis.oracle_from_round=10"],
     ),
     "warmup_true_labels": (
         "5 warm-up rounds of the inference network alone (10x lr), prototype basis, true-type labels",
@@ -148,7 +148,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "warmup": ("5 warm-up rounds of the inference network alone (10x lr), prototype basis", WARMUP),
     "true_labels_detached": (
         "true-type labels, the selector's loss stops at z",
-        [TRUE_LABELS, "variational.detach_latent=true"],
+        [TRUE_LABELS, "vpa_diagnosis.detach_latent=true"],
     ),
 }
 

@@ -24,7 +24,7 @@ def stories_path() -> Path:
 def tiny_config():
     from fedpref.config import load_config
 
-    return load_config(ROOT / "configs" / "tiny.toml")
+    return load_config("tiny")
 
 
 # Runs shared by the end-to-end tests and tests/test_pinned_numbers.py: each is made once per session, through
@@ -72,23 +72,23 @@ def _sets(items: list[str]) -> list[str]:
 
 @pytest.fixture(scope="session")
 def tiny_every_method(tmp_path_factory) -> tuple[Path, str]:
-    """(run folder, printed output) of configs/tiny.toml with every method, in-process."""
+    """(run folder, printed output) of configs/quick/tiny.toml with every method, in-process."""
     out = tmp_path_factory.mktemp("tiny_every_method") / "run"
     methods = [f"algorithm.methods={EVERY_METHOD!r}", *EXAMPLE_OPTIONS]
-    printed = run_cli(["run", str(ROOT / "configs" / "tiny.toml"), "--out", str(out), *_sets(methods)])
+    printed = run_cli(["run", "tiny", "--out", str(out), *_sets(methods)])
     return out, printed
 
 
 @pytest.fixture(scope="session")
 def tiny_flower(tmp_path_factory) -> Path:
-    """Run folder of configs/tiny.toml with every federated method on Flower's Simulation Engine. Every message
+    """Run folder of configs/quick/tiny.toml with every federated method on Flower's Simulation Engine. Every message
     the server sends or receives is kept, serialized as on the wire, in `<run>/../messages/` (for
     tests/engines/test_flower_messages.py)."""
     pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
     out = tmp_path_factory.mktemp("tiny_flower") / "run"
     methods = [f"algorithm.methods={FEDERATED_METHODS!r}", *EXAMPLE_OPTIONS]
     with recording_messages(out.parent / "messages"):
-        run_cli(["run", str(ROOT / "configs" / "tiny.toml"), "--engine", "flower", "--out", str(out), *_sets(methods)])
+        run_cli(["run", "tiny", "--engine", "flower", "--out", str(out), *_sets(methods)])
     return out
 
 
@@ -124,5 +124,5 @@ def stage2_tiny(tmp_path_factory, stories_path) -> Path:
     """Run folder of `fedpref stage2 configs/stage2/stories.toml` shrunk to seconds (STAGE2_TINY)."""
     out = tmp_path_factory.mktemp("stage2_tiny") / "run"
     sets = [f"policy_path='{stories_path}'", *STAGE2_TINY]
-    run_cli(["stage2", str(ROOT / "configs" / "stage2" / "stories.toml"), "--out", str(out), *_sets(sets)])
+    run_cli(["stage2", str(ROOT / "src/fedpref/configs/stage2/stories.toml"), "--out", str(out), *_sets(sets)])
     return out

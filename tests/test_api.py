@@ -60,7 +60,7 @@ def test_config_errors_before_any_run(tmp_path):
     with pytest.raises(ConfigError, match=r"'user' \(data\.pairwise\.user_key\)"):
         fedpref.run({"data": {"pairwise": {"user_key": "user"}}}, data=[PAIR], out=tmp_path / "o")
     with pytest.raises(ConfigError, match="engine"):
-        fedpref.run("configs/tiny.toml", engine="ray")
+        fedpref.run("tiny", engine="ray")
     assert not (tmp_path / "o").exists()
 
 
@@ -88,9 +88,9 @@ def test_run_folder_refusals_name_the_arguments(tmp_path):
     (out / "config.toml").write_text("")
     (out / "rounds.jsonl").write_text("{}\n")
     with pytest.raises(FedprefError, match=r"unfinished run; pass resume=True"):
-        fedpref.run("configs/tiny.toml", out=out)
+        fedpref.run("tiny", out=out)
     (out / "results.json").write_text('{"timing": {}}')
     with pytest.raises(FedprefError, match=r"not empty; pass overwrite=True"):
-        fedpref.run("configs/tiny.toml", out=out)
+        fedpref.run("tiny", out=out)
     with pytest.raises(FedprefError, match="nothing to resume"):
-        fedpref.run("configs/tiny.toml", out=tmp_path / "none", resume=True)
+        fedpref.run("tiny", out=tmp_path / "none", resume=True)

@@ -24,7 +24,7 @@ def test_help_lists_every_option(capsys):
 
 def test_config_error(capsys, tmp_path):
     code, out = run_cli(
-        capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--set", "federation.rounds=-1", "--out", tmp_path / "o"
+        capsys, "run", "tiny", "--set", "federation.rounds=-1", "--out", tmp_path / "o"
     )
     assert code == 2 and "federation.rounds" in out and "Traceback" not in out
 
@@ -33,7 +33,7 @@ def test_unknown_model_path(capsys, tmp_path):
     code, out = run_cli(
         capsys,
         "run",
-        "src/fedpref/configs/quick/tiny.toml",
+        "tiny",
         "--set",
         f"model.backbone='{tmp_path}/nope'",
         "--out",
@@ -51,7 +51,7 @@ def run_on_jsonl(capsys, tmp_path, text: str) -> tuple[int, str]:
     data.write_text(text)
     overrides = ["--set", "data.source='jsonl'", "--set", f"data.path='{data}'"]
     return run_cli(
-        capsys, "run", "src/fedpref/configs/quick/tiny.toml", *overrides, "--out", tmp_path / "o", *TINY_FAST
+        capsys, "run", "tiny", *overrides, "--out", tmp_path / "o", *TINY_FAST
     )
 
 
@@ -69,7 +69,7 @@ def test_refuses_to_overwrite(capsys, tmp_path):
     out_dir = tmp_path / "o"
     out_dir.mkdir()
     (out_dir / "results.json").write_text("{}")
-    code, out = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--out", out_dir, *TINY_FAST)
+    code, out = run_cli(capsys, "run", "tiny", "--out", out_dir, *TINY_FAST)
     assert code == 2 and "--overwrite" in out
     assert (out_dir / "results.json").read_text() == "{}"
 
@@ -78,11 +78,11 @@ def test_data_export_and_stats(capsys, tmp_path):
     from fedpref.data.pairs import read_jsonl
 
     out = tmp_path / "pairs.jsonl"
-    code, text = run_cli(capsys, "data", "export", "src/fedpref/configs/quick/tiny.toml", "--out", out)
+    code, text = run_cli(capsys, "data", "export", "tiny", "--out", out)
     assert code == 0
     pairs = read_jsonl(out)
     assert len(pairs) == 8 * 2 * 12 and {p.group for p in pairs} == {"G1", "G2", "G3", "G4"}
-    code, text = run_cli(capsys, "data", "stats", "src/fedpref/configs/quick/tiny.toml")
+    code, text = run_cli(capsys, "data", "stats", "tiny")
     assert code == 0 and "8 clients" in text and "c007" in text
 
 
@@ -96,7 +96,7 @@ def test_version(capsys):
 
 def test_set_typo_is_blamed_on_set(capsys, tmp_path):
     code, out = run_cli(
-        capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--set", "train.lrr=1", "--out", tmp_path / "o"
+        capsys, "run", "tiny", "--set", "train.lrr=1", "--out", tmp_path / "o"
     )
     assert code == 2 and "--set train.lrr=1: unknown key 'train.lrr' ([train] has: " in out and "tiny.toml" not in out
 
@@ -114,7 +114,7 @@ def test_unfinished_run_points_at_resume(capsys, tmp_path):
     out_dir.mkdir()
     (out_dir / "config.toml").write_text("")
     (out_dir / "rounds.jsonl").write_text('{"round": 1}\n')
-    code, out = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--out", out_dir, *TINY_FAST)
+    code, out = run_cli(capsys, "run", "tiny", "--out", out_dir, *TINY_FAST)
     assert code == 2 and "unfinished run; pass --resume" in out
 
 
@@ -125,7 +125,7 @@ def test_unavailable_device_before_any_weight(capsys, tmp_path, device):
     if torch.cuda.is_available() if device == "cuda" else torch.backends.mps.is_available():
         pytest.skip(f"{device} is available here")
     code, out = run_cli(
-        capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--set", f"device={device}", "--out", tmp_path / "o"
+        capsys, "run", "tiny", "--set", f"device={device}", "--out", tmp_path / "o"
     )
     assert code == 2 and f"device = '{device}'" in out and "not available" in out
     assert not (tmp_path / "o").exists()
@@ -138,7 +138,7 @@ def test_head_backbone_mismatch_before_any_weight(capsys, tmp_path):
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "bert", "architectures": ["BertModel"]}')
     sets = ["--set", f"model.backbone='{folder}'", "--set", "model.head=selector"]
-    code, out = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", *sets, "--out", tmp_path / "o")
+    code, out = run_cli(capsys, "run", "tiny", *sets, "--out", tmp_path / "o")
     assert code == 2 and "model.head = 'selector' does not fit" in out and not (tmp_path / "o").exists()
 
 
@@ -146,13 +146,13 @@ def test_federation_refuses_to_overwrite_or_resume_nothing(capsys, tmp_path):
     fl = ["--clients-dir", tmp_path, "--set", "algorithm.methods=['FL']"]
     used = tmp_path / "used"
     (used / "checkpoints").mkdir(parents=True)
-    code, out = run_cli(capsys, "federation", "src/fedpref/configs/quick/tiny.toml", "--out", used, *fl)
+    code, out = run_cli(capsys, "federation", "tiny", "--out", used, *fl)
     assert code != 0 and "--resume" in out and "Traceback" not in out
     fresh = tmp_path / "fresh"
     code, out = run_cli(
         capsys,
         "federation",
-        "src/fedpref/configs/quick/tiny.toml",
+        "tiny",
         "--clients-dir",
         tmp_path,
         "--out",
@@ -186,7 +186,8 @@ def test_list_configs_reads_each_header(capsys, tmp_path):
 def test_list_configs_shows_the_shipped_ones_by_name_and_group(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not the checkout: the package's own configs
     assert main(["list", "configs"]) == 0
-    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()[1:] if line.strip()}
+    lines = capsys.readouterr().out.splitlines()[1:]
+    rows = {line.split()[0]: line.split()[1] for line in lines if line[:1].strip()}  # not a wrapped description
     assert rows["quick"] == "quick" and rows["tiny"] == "quick" and rows["stories"] == "stage2"
     assert rows["reduced_imbalanced"] == "fedgd" and rows["fedgd_imbalanced_qwen2"] == "paper"
 
@@ -198,9 +199,9 @@ def test_list_configs_without_a_folder(capsys, tmp_path):
 
 def test_export_pairs_and_its_deprecated_spelling_write_the_same_file(capsys, tmp_path):
     new, old = tmp_path / "new.jsonl", tmp_path / "old.jsonl"
-    code, text = run_cli(capsys, "export", "pairs", "src/fedpref/configs/quick/tiny.toml", "--out", new)
+    code, text = run_cli(capsys, "export", "pairs", "tiny", "--out", new)
     assert code == 0 and "deprecated" not in text
-    code, text = run_cli(capsys, "data", "export", "src/fedpref/configs/quick/tiny.toml", "--out", old)
+    code, text = run_cli(capsys, "data", "export", "tiny", "--out", old)
     assert code == 0 and "`fedpref data export` is deprecated; use `fedpref export pairs`" in text
     assert new.read_bytes() == old.read_bytes()
 
@@ -229,7 +230,7 @@ def test_method_flag_sets_the_methods_on_every_running_command(capsys, tmp_path)
         ["estimate", "c.toml"],
     ):
         assert parser.parse_args([*argv, "--method", "FL", "--method", "CL"]).methods == ["FL", "CL"]
-    code, text = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--method", "FedAvgg")
+    code, text = run_cli(capsys, "run", "tiny", "--method", "FedAvgg")
     assert code == 2 and "unknown method(s) ['FedAvgg']" in text
 
 
@@ -265,9 +266,9 @@ def test_run_seeds_is_a_sweep_of_seeds(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr(sweep_module, "run_cell", lambda cell, console, engine: ran.append((cell.seed, cell.folder)))
     out = tmp_path / "s"
     code, text = run_cli(
-        capsys, "run", "src/fedpref/configs/quick/tiny.toml", *TINY_FAST, "--seeds", "0,1", "--out", out
+        capsys, "run", "tiny", *TINY_FAST, "--seeds", "0,1", "--out", out
     )
     assert code == 0 and ran == [(0, out / "seed=0"), (1, out / "seed=1")]
     assert (out / "sweep.json").is_file()
-    code, text = run_cli(capsys, "run", "src/fedpref/configs/quick/tiny.toml", "--seeds", "0", "--resume")
+    code, text = run_cli(capsys, "run", "tiny", "--seeds", "0", "--resume")
     assert code == 2 and "drop --resume/--overwrite" in text

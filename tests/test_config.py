@@ -6,10 +6,11 @@ from fedpref.algorithms.registry import check_methods
 from fedpref.config import ExperimentConfig, load_config, option_help
 from fedpref.errors import ConfigError
 
-CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
+SHIPPED = Path(__file__).resolve().parents[1] / "src" / "fedpref" / "configs"
+CONFIGS = sorted(p for p in SHIPPED.rglob("*.toml") if p.parent.name != "stage2")  # stage2/: Stage 2 configs
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_shipped_config_loads_and_validates(path):
     cfg = load_config(path)
     check_methods(cfg, str(path))
@@ -158,3 +159,51 @@ def test_unseen_clients_with_multi_cl_is_a_config_error():
     with pytest.raises(ConfigError, match="cannot go with Multi-CL"):  # a rule Multi-CL declares itself
         check_methods(load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','Multi-CL']"]))
     check_methods(load_config(None, ["data.unseen_clients=2", "algorithm.methods=['FL','CL']"]))
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.mark.parametrize("run", ["run_tiny_v0", "run_tiny_v0_interrupted"])
+def test_a_version_0_run_keeps_its_recorded_hash(run):
+    """A run folder written before config_version: its config.toml loads (upgraded from version 0), and the hash
+    its results and checkpoint recorded is still this config's, so resuming and sweeps find it."""
+    import json
+
+    from fedpref.config import digest_v0
+    from fedpref.engines.checkpoint import CheckpointStore
+
+    folder = FIXTURES / run
+    assert "config_version" not in (folder / "config.toml").read_text()
+    cfg = load_config(folder / "config.toml")
+    recorded = json.loads((folder / "results.json").read_text())["config_hash"]
+    assert recorded == "6850a5a23631" == digest_v0(cfg) and cfg.matches(recorded)
+    assert CheckpointStore(folder / "checkpoints").load()["config_hash"] == recorded
+    assert cfg.digest() != recorded and cfg.digests() == [cfg.digest(), recorded]
+    assert not load_config(folder / "config.toml", ["seed=1"]).matches(recorded)
+
+
+def test_config_toml_records_its_version_and_round_trips(tmp_path):
+    from fedpref.config import CONFIG_VERSION, written_config
+    from fedpref.experiments.outputs import write_config
+
+    cfg = load_config("tiny", ["train.lr=0.002", "algorithm.options.FedAvgM.momentum=0.5"])
+    write_config(cfg, tmp_path)
+    assert written_config(cfg)["config_version"] == CONFIG_VERSION == 1
+    assert "config_version = 1" in (tmp_path / "config.toml").read_text()
+    again = load_config(tmp_path / "config.toml")
+    assert again == cfg and again.digest() == cfg.digest()
+
+
+def test_digest_leaves_out_only_what_changes_no_number():
+    base = load_config("tiny")
+    assert base.digest() == load_config("tiny", ["logging.backends=['csv']", "data.prefix_cache_mb=64"]).digest()
+    for change in ["train.grad_accumulation=2", "federation.eval_every=1", "privacy.clip_norm=1.0", "seed=3"]:
+        assert load_config("tiny", [change]).digest() != base.digest(), change
+
+
+def test_a_newer_config_version_is_refused(tmp_path):
+    path = tmp_path / "config.toml"
+    path.write_text("config_version = 2\n")
+    with pytest.raises(ConfigError, match=r"config\.toml: 'config_version' 2 is not one this fedpref reads \(0-1\)"):
+        load_config(path)

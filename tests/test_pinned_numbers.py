@@ -1,4 +1,4 @@
-"""Pinned numbers: configs/tiny.toml's personalization accuracies and per-round training losses for every method,
+"""Pinned numbers: configs/quick/tiny.toml's personalization accuracies and per-round training losses for every method,
 on the in-process engine and on Flower's Simulation Engine, and FedDPO's per-round losses on the Stage-2 test config.
 
 CPU runs are bit-identical, so any change of behaviour moves these numbers. Change one only on purpose, in its own

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Commands too long for the test suite (minutes each on 2 cores); each names what it needs.
 LONG = {
-    "sweep configs/quick.toml": "three quick runs, about 15 minutes",
+    "sweep quick": "three quick runs, about 15 minutes",
     "summarize runs/sq": "reads the sweep above",
 }
 

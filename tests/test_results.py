@@ -157,7 +157,7 @@ def test_unreadable_and_newer_files_are_refused(tmp_path):
 
 
 def test_a_failing_method_writes_status_failed(tmp_path, monkeypatch):
-    cfg = load_config(ROOT / "configs" / "tiny.toml", ["algorithm.methods=['Local','FL']", "personalization.steps=[0]"])
+    cfg = load_config("tiny", ["algorithm.methods=['Local','FL']", "personalization.steps=[0]"])
     real = experiment.execute_method
 
     def fail_on_fl(name, *args, **kwargs):
@@ -176,7 +176,7 @@ def test_a_failing_method_writes_status_failed(tmp_path, monkeypatch):
 
 
 def test_a_run_writes_running_before_its_first_method(tmp_path, monkeypatch):
-    cfg = load_config(ROOT / "configs" / "tiny.toml", ["algorithm.methods=['Local']", "personalization.steps=[0]"])
+    cfg = load_config("tiny", ["algorithm.methods=['Local']", "personalization.steps=[0]"])
     seen = []
 
     def look(name, *args, **kwargs):

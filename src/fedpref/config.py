@@ -19,12 +19,14 @@ from fedpref.errors import ConfigError
 # checked against it by registry.check_methods).
 CONDITIONINGS = ("projected", "additive")
 LATENT_CONTEXTS = ("other_half", "pair", "client")
-# The FedVPA-GP diagnosis switches (docs/fedvpa.md, "Diagnosis"); the first value of each is the default.
+# The FedVPA-GP choices (the first value of each is the default): the method's, then the diagnosis study's.
 VARIATIONAL_CHOICES = {
-    "assignment": ("participants", "all_clients", "oracle"),
     "sampling": ("uniform", "by_prototype", "by_true_type"),
-    "latent_source": ("inferred", "oracle", "oracle_shared"),
     "selector_reads": ("sample", "mean"),
+}
+VPA_DIAGNOSIS_CHOICES = {
+    "assignment": ("participants", "all_clients", "oracle"),
+    "latent_source": ("inferred", "oracle", "oracle_shared"),
     "selector_basis": ("latent", "prototypes"),
 }
 DATA_SOURCES = ("synthetic", "jsonl", "tldr", "hh", "pairwise_jsonl", "pairwise")
@@ -35,11 +37,20 @@ PHASE2_STARTS = ("fresh", "continue")
 FEDGD_PARTITIONS = ("discovered", "true")
 AUTOCAST_PRECISIONS = ("auto", "fp32", "bf16")  # what a forward pass under torch.autocast can be
 PRECISIONS = (*AUTOCAST_PRECISIONS, "bf16-frozen")  # train.precision
-ADDED_LATER = (("train", "grad_accumulation", 1),)  # (section, key, value that changes nothing) for digest()
+# The version of the config schema that a run folder's config.toml records (`config_version`; a file without it is
+# version 0, written before the key existed). `upgrade_config` takes an older file to this version; the digest
+# of each older version is kept in `ExperimentConfig.digests`, so that a run written then still resumes now. A new
+# key or a changed default is a new version: bump CONFIG_VERSION, let `upgrade_config` give older files the old
+# value where a default changed, and freeze the old version's digest beside `digest_v0`.
+CONFIG_VERSION = 1
+# Keys that never change a number, left out of every digest: where the numbers are logged (--resume may differ),
+# the Simulation Engine's resources and cluster, and which encodings are read back from disk.
+DIGEST_IGNORES = (("logging",), ("flower",), ("data", "prefix_cache_mb"))
 PERSONALIZATION_ADAPT = ("all", "head", "adapters")  # fedpref.client.trainer.adapted_params
 SYNTHETIC_AXES = ("level", "humor")  # fedpref.data.synthetic.AXES
 SYNTHETIC_CUES = ("plain", "composed")  # fedpref.data.synthetic.CUES
 LOG_BACKENDS = ("tensorboard", "wandb", "csv")  # fedpref.experiments.tracking
+SHIPPED_CONFIGS = Path(__file__).parent / "configs"  # package data: `fedpref list configs`
 
 
 def _help(text: str, default: Any = dataclasses.MISSING, factory: Any = dataclasses.MISSING):
@@ -296,7 +307,9 @@ class DiagnosticsConfig:
 
 @dataclass
 class VariationalConfig:
-    """FedVPA-GP / FedVPL (paper 001); defaults from its Table 4 where it gives one."""
+    """FedVPA-GP, FedVPL and the two ablations' options (paper 001; the [variational] table, one for the four
+    methods): defaults from its Table 4 where it gives one. The only place these defaults live: the server's
+    settings, the model's spec and the loss settings are derived from it by keyword (fedpref.algorithms.fedvpa)."""
 
     latent_dim: int = _help("Latent size d (Table 4: 32).", 32)
     beta: float = _help("KL weight beta (Table 4: 0.01).", 0.01)
@@ -324,27 +337,11 @@ class VariationalConfig:
         "other_half",
     )
     gumbel_lr: float = _help("Learning rate of the client's Gumbel logits pi (0: train.lr).", 0.0)
-    latent_lr_scale: float = _help(
-        "Learning rate of the variational modules (inference network, f, W, prototypes) as a multiple of train.lr "
-        "(not given in the paper).",
-        1.0,
-    )
     base_lr_scale: float = _help(
         "Learning rate of the wrapped reward model (LoRA, scalar head) as a multiple of train.lr; 0 keeps it as "
         "initialized. Not given in the paper; 0.1 (with train.lr 1e-3: the base at 1e-4, the top of the paper's "
         "Table 4 range, the new z path at 1e-3) is what made federated training use z (docs/fedvpa.md, Diagnosis).",
         0.1,
-    )
-    inference_lr_scale: float = _help(
-        "Learning rate of the inference network (feature extractor, posterior head) and the prototypes as a "
-        "multiple of the z path's (latent_lr_scale x train.lr); 0 keeps them as initialized (not in the paper).",
-        1.0,
-    )
-    assignment: str = _help(
-        "Which client means the server's balanced k-means clusters into prototype labels (Sec. 4.2): "
-        "'participants' (the last round's), 'all_clients' (the latest mean of every client heard so far) or "
-        "'oracle' (the true type; a diagnostic that needs true types).",
-        "participants",
     )
     center_latents: bool = _help(
         "The selector reads z minus the mean of every client's latest uploaded latent mean (the server sends it "
@@ -358,21 +355,56 @@ class VariationalConfig:
         "whatever the latents' current scale; not in the paper; part of the shipped fix).",
         True,
     )
-    latent_warmup_rounds: int = _help(
-        "The first rounds train only the inference network and prototypes (base reward model and z path stay as "
-        "initialized), so that the selector starts learning from latents that already separate (not in the paper).",
-        0,
+    selector_reads: str = _help(
+        "What the selector reads in training: 'sample' (z ~ q, Eq. 17) or 'mean' (the context posterior's mean, "
+        "no sampling noise; not in the paper; part of the shipped fix). Evaluation always reads the client's mean "
+        "latent; the KL and the prototype pull always see the sample.",
+        "mean",
+    )
+    sampling: str = _help(
+        "Who trains each round: 'uniform' (Algorithm 1) or 'by_prototype' (group-debiased over the clients' "
+        "prototype labels, as FedGD samples its groups: every round hears each label equally); 'by_true_type' "
+        "is the same over the true types (a diagnostic). Not in the paper.",
+        "uniform",
+    )
+
+
+@dataclass
+class VPADiagnosisConfig:
+    """The switches of the FedVPA-GP diagnosis study ([vpa_diagnosis]; docs/fedvpa.md, "Diagnosis";
+    scripts/vpa_diagnosis.py): none is part of the method, each changes one thing to test a cause. At these
+    defaults a run is the method itself; the study's code path is built only when one is set."""
+
+    latent_source: str = _help(
+        "'inferred': z from the inference network (the method); 'oracle': z is the client's true type as a one-hot "
+        "at the prototype radius, in training and evaluation (a diagnostic of the z path; needs true types).",
+        "inferred",
+    )
+    assignment: str = _help(
+        "Which client means the server's balanced k-means clusters into prototype labels (Sec. 4.2): "
+        "'participants' (the last round's), 'all_clients' (the latest mean of every client heard so far) or "
+        "'oracle' (the true type; a diagnostic that needs true types).",
+        "participants",
     )
     oracle_from_round: int = _help(
         "With latent_source 'oracle': the rounds before this one train with z = 0 (no type information), as "
         "inferred latents that have not separated yet (a diagnostic).",
         0,
     )
-    selector_reads: str = _help(
-        "What the selector reads in training: 'sample' (z ~ q, Eq. 17) or 'mean' (the context posterior's mean, "
-        "no sampling noise; not in the paper; part of the shipped fix). Evaluation always reads the client's mean "
-        "latent; the KL and the prototype pull always see the sample.",
-        "mean",
+    latent_warmup_rounds: int = _help(
+        "The first rounds train only the inference network and prototypes (base reward model and z path stay as "
+        "initialized), so that the selector starts learning from latents that already separate (not in the paper).",
+        0,
+    )
+    latent_lr_scale: float = _help(
+        "Learning rate of the variational modules (inference network, f, W, prototypes) as a multiple of train.lr "
+        "(not given in the paper).",
+        1.0,
+    )
+    inference_lr_scale: float = _help(
+        "Learning rate of the inference network (feature extractor, posterior head) and the prototypes as a "
+        "multiple of the z path's (latent_lr_scale x train.lr); 0 keeps them as initialized (not in the paper).",
+        1.0,
     )
     selector_basis: str = _help(
         "What f reads: 'latent' (z itself) or 'prototypes' (z's coordinates along the M prototypes, in the first "
@@ -383,17 +415,6 @@ class VariationalConfig:
         "Stop the selector's loss at z: the inference network learns from the KL and the prototype pull only "
         "(a diagnostic; not in the paper).",
         False,
-    )
-    sampling: str = _help(
-        "Who trains each round: 'uniform' (Algorithm 1) or 'by_prototype' (group-debiased over the clients' "
-        "prototype labels, as FedGD samples its groups: every round hears each label equally); 'by_true_type' "
-        "is the same over the true types (a diagnostic). Not in the paper.",
-        "uniform",
-    )
-    latent_source: str = _help(
-        "'inferred': z from the inference network (the method); 'oracle': z is the client's true type as a one-hot "
-        "at the prototype radius, in training and evaluation (a diagnostic of the z path; needs true types).",
-        "inferred",
     )
 
 
@@ -531,46 +552,109 @@ class ExperimentConfig:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     variational: VariationalConfig = field(default_factory=VariationalConfig)
+    vpa_diagnosis: VPADiagnosisConfig = field(default_factory=VPADiagnosisConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     secure_aggregation: SecureAggregationConfig = field(default_factory=SecureAggregationConfig)
     flower: FlowerConfig = field(default_factory=FlowerConfig)
 
     def to_dict(self) -> dict:
+        """The config as written to a run's config.toml: every key, except the tables and keys still at their
+        defaults that version 0 did not have (loading fills in defaults, so nothing is lost)."""
         out = dataclasses.asdict(self)
-        if not out["algorithm"]["options"]:  # keeps the hash of every config written before method options
+        for section in ("logging", "privacy", "secure_aggregation", "flower", "vpa_diagnosis"):
+            if out[section] == dataclasses.asdict(type(getattr(self, section))()):
+                del out[section]
+        if not out["algorithm"]["options"]:
             del out["algorithm"]["options"]
-        if not out["federation"]["eval_every"]:  # ... and before the periodic evaluation
+        if not out["federation"]["eval_every"]:
             del out["federation"]["eval_every"]
-        if out["logging"] == dataclasses.asdict(LoggingConfig()):
-            del out["logging"]
-        if out["privacy"] == dataclasses.asdict(PrivacyConfig()):
-            del out["privacy"]
-        if out["secure_aggregation"] == dataclasses.asdict(SecureAggregationConfig()):
-            del out["secure_aggregation"]
-        if out["flower"] == dataclasses.asdict(FlowerConfig()):
-            del out["flower"]
         if out["data"]["prefix_cache_mb"] == DataConfig.prefix_cache_mb:
             del out["data"]["prefix_cache_mb"]
         return out
 
     def digest(self) -> str:
-        """A short hash of the resolved config (recorded with every run)."""
-        resolved = self.to_dict()
-        resolved.pop("logging", None)  # where the numbers are logged changes none of them (and --resume may differ)
-        resolved.pop("flower", None)  # nor do the Simulation Engine's resources and cluster
-        resolved["data"].pop("prefix_cache_mb", None)  # nor does which encodings are read back from disk
-        for section, key, neutral in ADDED_LATER:  # a run made before the option existed keeps its hash
-            if resolved[section].get(key) == neutral:
-                resolved[section].pop(key)
-        blob = json.dumps(resolved, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+        """A short hash of the resolved config (recorded with every run; what resuming and sweeps compare): every
+        key but the DIGEST_IGNORES, which change no number."""
+        resolved = fold_vpa_diagnosis(dataclasses.asdict(self))
+        for *parents, leaf in DIGEST_IGNORES:
+            node = resolved
+            for part in parents:
+                node = node[part]
+            node.pop(leaf)
+        return _short_hash(resolved)
+
+    def digests(self) -> list[str]:
+        """This config's digest as each version wrote it, newest first: `digest()`, then the one that a run
+        folder of an older version recorded for the same config (its checkpoints and results carry it)."""
+        return [self.digest(), digest_v0(self)]
+
+    def matches(self, recorded: str) -> bool:
+        """Whether a digest recorded by a run (of this version or an older one) is this config's."""
+        return recorded in self.digests()
+
+
+def fold_vpa_diagnosis(resolved: dict) -> dict:
+    """The resolved config with the [vpa_diagnosis] keys back in [variational], where they were when every digest
+    was first recorded: moving them changed no run's digest."""
+    resolved["variational"] = {**resolved["variational"], **resolved.pop("vpa_diagnosis")}
+    return resolved
+
+
+def _short_hash(table: dict) -> str:
+    return hashlib.sha256(json.dumps(table, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def digest_v0(config: ExperimentConfig) -> str:
+    """The digest as version 0 computed it (frozen: run folders of that version recorded it in their checkpoints
+    and results). It left out the keys that change no number, the sections still at their defaults, and each key
+    that version 0 did not know yet while at its neutral value."""
+    resolved = fold_vpa_diagnosis(dataclasses.asdict(config))
+    del resolved["logging"], resolved["flower"], resolved["data"]["prefix_cache_mb"]
+    for section in ("privacy", "secure_aggregation"):
+        if resolved[section] == dataclasses.asdict(type(getattr(config, section))()):
+            del resolved[section]
+    for section, key, neutral in (("algorithm", "options", {}), ("federation", "eval_every", 0)):
+        if resolved[section][key] == neutral:
+            del resolved[section][key]
+    if resolved["train"]["grad_accumulation"] == 1:
+        del resolved["train"]["grad_accumulation"]
+    return _short_hash(resolved)
+
+
+def upgrade_config(raw: dict, source: str) -> dict:
+    """A config table of any version (its `config_version`; none: 0) as this version reads it. Version 0 -> 1
+    changed the digest only (see `digest_v0`): every key and default is the same."""
+    raw = dict(raw)
+    version = raw.pop("config_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= CONFIG_VERSION:
+        raise ConfigError(f"{source}: 'config_version' {version!r} is not one this fedpref reads (0-{CONFIG_VERSION})")
+    return move_vpa_diagnosis(raw, source)
+
+
+def move_vpa_diagnosis(raw: dict, source: str) -> dict:
+    """A config whose [variational] table has the diagnosis study's keys (as every run folder written before the
+    [vpa_diagnosis] table had) with those keys in [vpa_diagnosis]: the same settings."""
+    variational = raw.get("variational")
+    names = {f.name for f in dataclasses.fields(VPADiagnosisConfig)}
+    if not isinstance(variational, dict) or not (moved := {k: v for k, v in variational.items() if k in names}):
+        return raw
+    study = dict(raw.get("vpa_diagnosis", {}))
+    if both := sorted(set(moved) & set(study)):
+        raise ConfigError(f"{source}: {', '.join(both)} set in both [variational] and [vpa_diagnosis]")
+    variational = {k: v for k, v in variational.items() if k not in moved}
+    return {**raw, "variational": variational, "vpa_diagnosis": {**moved, **study}}
+
+
+def written_config(config: ExperimentConfig) -> dict:
+    """What a run folder's config.toml holds: the config and the version that wrote it."""
+    return {"config_version": CONFIG_VERSION, **config.to_dict()}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
     """Load a TOML file (or the defaults when `path` is None), apply `a.b=c` overrides, validate."""
     source, raw = read_toml(path, overrides, ExperimentConfig)
-    config = _build(ExperimentConfig, raw, source, prefix="")
+    config = build_config(ExperimentConfig, upgrade_config(raw, source), source)
     validate(config, source, overrides)
     return config
 
@@ -581,27 +665,79 @@ def config_from_dict(raw: dict, source: str = "<dict>", overrides: list[str] | N
     raw = copy.deepcopy(raw)
     for item in overrides or []:
         _apply_override(raw, item, ExperimentConfig)
-    config = _build(ExperimentConfig, raw, source, prefix="")
+    config = build_config(ExperimentConfig, upgrade_config(raw, source), source)
     validate(config, source, overrides)
     return config
 
 
 def read_toml(path: str | Path | None, overrides: list[str] | None, schema: type | None = None) -> tuple[str, dict]:
-    """(source name for errors, raw table): a TOML file (or nothing) with `a.b=c` overrides applied; with a
-    `schema` (a config dataclass), each override's key and value type are checked against it first, so that a
-    typo is blamed on its `--set`, not on the file."""
-    source, raw = (str(path) if path is not None else "<defaults>"), {}
+    """(source name for errors, raw table): a TOML file (a path, or a shipped config's name; None: nothing) over
+    its `base` chain, with `a.b=c` overrides applied; with a `schema` (a config dataclass), each override's key
+    and value type are checked against it first, so that a typo is blamed on its `--set`, not on the file."""
+    source, raw = "<defaults>", {}
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such config file")
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path}: invalid TOML ({e})") from None
+        found = find_config(path)
+        source, raw = str(found), read_with_bases(found)
     for item in overrides or []:
         _apply_override(raw, item, schema)
     return source, raw
+
+
+def find_config(name: str | Path) -> Path:
+    """A config file: `name` itself when it is a file, else the shipped config of that name ('quick',
+    'stage2/stories'; a bare name must be unique across the groups of `fedpref list configs`)."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
+    stem = str(name).removesuffix(".toml")
+    found = [SHIPPED_CONFIGS / f"{stem}.toml"] if "/" in stem else sorted(SHIPPED_CONFIGS.rglob(f"{stem}.toml"))
+    found = [p for p in found if p.is_file()]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        names = ", ".join(shipped_name(p) for p in found)
+        raise ConfigError(f"{name}: more than one shipped config has that name ({names}); name its group too")
+    raise ConfigError(f"{name}: no such config file, nor a shipped config of that name (fedpref list configs)")
+
+
+def shipped_name(path: Path) -> str:
+    """A shipped config's name as `fedpref run` takes it: 'quick/tiny' for configs/quick/tiny.toml."""
+    return path.relative_to(SHIPPED_CONFIGS).with_suffix("").as_posix()
+
+
+def read_with_bases(path: Path, chain: tuple[Path, ...] = ()) -> dict:
+    """The raw table of a TOML file over its `base` (a path relative to the file, or a shipped config's name),
+    recursively: the file's keys override the base's, table by table; a list or a value replaces the base's."""
+    resolved = path.resolve()
+    if resolved in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, resolved))
+        raise ConfigError(f"{path}: its `base` chain is a cycle ({cycle})")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML ({e})") from None
+    base = raw.pop("base", None)
+    if base is None:
+        return raw
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{path}: 'base' must be a config's name or a path relative to the file, got {base!r}")
+    beside = path.parent / (base if base.endswith(".toml") else f"{base}.toml")
+    try:
+        base_path = beside if beside.is_file() else find_config(base)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: base = {base!r}: {e}") from None
+    return merge_tables(read_with_bases(base_path, (*chain, resolved)), raw)
+
+
+def merge_tables(base: dict, over: dict) -> dict:
+    """`over` on top of `base`: tables merge key by key (recursively), anything else in `over` replaces."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_tables(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def _apply_override(raw: dict, item: str, schema: type | None = None) -> None:
@@ -653,7 +789,9 @@ def _named_keys(key: str) -> set[str]:
     return {f"{section}.{leaf}" if section else leaf for leaf in leaves.split("/")}
 
 
-def _build(cls: type, raw: dict, source: str, prefix: str) -> Any:
+def build_config(cls: type, raw: dict, source: str, prefix: str = "") -> Any:
+    """An instance of the config dataclass `cls` from a raw TOML table (nested tables build nested dataclasses);
+    an unknown key or a wrong type is a ConfigError naming `source` and the key (below `prefix`)."""
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(raw) - names)
@@ -666,7 +804,7 @@ def _build(cls: type, raw: dict, source: str, prefix: str) -> Any:
         if dataclasses.is_dataclass(hint):
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: '{key}' must be a section/table")
-            kwargs[name] = _build(hint, value, source, key + ".")
+            kwargs[name] = build_config(hint, value, source, key + ".")
         else:
             kwargs[name] = _coerce(value, hint, source, key)
     return cls(**kwargs)
@@ -890,8 +1028,22 @@ def _validate_variational(c: ExperimentConfig, need) -> None:
     )
     for key, choices in VARIATIONAL_CHOICES.items():
         need(getattr(v, key) in choices, f"variational.{key}", f"must be one of {', '.join(choices)}")
-    for key in ("latent_lr_scale", "base_lr_scale", "inference_lr_scale", "latent_warmup_rounds", "oracle_from_round"):
-        need(getattr(v, key) >= 0, f"variational.{key}", "must be >= 0")
+    need(v.base_lr_scale >= 0, "variational.base_lr_scale", "must be >= 0")
+    d = c.vpa_diagnosis
+    for key, choices in VPA_DIAGNOSIS_CHOICES.items():
+        need(getattr(d, key) in choices, f"vpa_diagnosis.{key}", f"must be one of {', '.join(choices)}")
+    for key in ("latent_lr_scale", "inference_lr_scale", "latent_warmup_rounds", "oracle_from_round"):
+        need(getattr(d, key) >= 0, f"vpa_diagnosis.{key}", "must be >= 0")
+
+
+def derive(cls: type, *sources: Any, **given: Any) -> Any:
+    """A `cls` (a dataclass of a lower layer, e.g. a model spec) with each field from `given`, else by its name from
+    the first of `sources` (config tables) that has it: the lower layer repeats no default."""
+    values = dict(given)
+    for f in dataclasses.fields(cls):
+        if f.name not in values and (source := next((s for s in sources if hasattr(s, f.name)), None)) is not None:
+            values[f.name] = getattr(source, f.name)
+    return cls(**values)
 
 
 def option_help(cls: type | None = None, prefix: str = "") -> list[tuple[str, str, str]]:

@@ -57,7 +57,30 @@ def resolve_backbone(name: str) -> str:
         return gguf_folder(path) if path.suffix == ".gguf" else str(path)
     if name.endswith(".gguf") and Path(name).expanduser().is_file():
         return gguf_folder(Path(name).expanduser())
+    if name.endswith(".gguf") and hub_gguf(name) is not None:
+        return gguf_folder(download_gguf(*hub_gguf(name)))
     return name
+
+
+def hub_gguf(name: str) -> tuple[str, str] | None:
+    """('owner/repo', 'path/in/repo.gguf') for a hub GGUF file named 'owner/repo/path/in/repo.gguf', else None."""
+    parts = name.split("/")
+    if len(parts) < 3 or name.startswith((".", "/", "~")) or not all(parts):
+        return None
+    return "/".join(parts[:2]), "/".join(parts[2:])
+
+
+def download_gguf(repo: str, filename: str) -> Path:
+    """A hub GGUF file, downloaded once into the Hugging Face cache (online only)."""
+    from huggingface_hub import hf_hub_download  # a transformers dependency; only here
+
+    try:
+        return Path(hf_hub_download(repo, filename))
+    except Exception as e:  # offline, or no such file: say which and how to point at a local copy
+        raise FedprefError(
+            f"{repo}/{filename}: cannot fetch this GGUF file from the hub ({type(e).__name__}); "
+            "give a local copy instead (a .gguf file or a Hugging Face model folder)"
+        ) from None
 
 
 def backbone_cache_root() -> Path:

@@ -334,7 +334,7 @@ class ResultsWriter:
 
 
 RUN_FOLDER = (
-    ("config.toml", "the resolved config (every key, defaults included); `--resume` checks its hash"),
+    ("config.toml", "the resolved config and its `config_version`; `--resume` checks its hash (or an older one's)"),
     (
         "rounds.jsonl",
         "one JSON line per global round: method, round, train_loss, wall_s, dropped clients, val_*, "

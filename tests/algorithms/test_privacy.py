@@ -89,8 +89,8 @@ def test_a_resumed_run_has_the_same_model_and_epsilon():
 
 
 def test_privacy_with_a_method_that_cannot_use_it_is_a_config_error():
-    cfg = load_config("configs/tiny.toml", ["privacy.clip_norm=1.0", "algorithm.methods=['FL','FedGD']"])
+    cfg = load_config("tiny", ["privacy.clip_norm=1.0", "algorithm.methods=['FL','FedGD']"])
     with pytest.raises(ConfigError, match="FedGD cannot clip and noise"):
         check_methods(cfg)
     with pytest.raises(ConfigError, match="privacy.noise_multiplier"):
-        load_config("configs/tiny.toml", ["privacy.noise_multiplier=1.0"])
+        load_config("tiny", ["privacy.noise_multiplier=1.0"])

@@ -91,10 +91,10 @@ def test_secure_in_process_run_equals_the_plain_one(tiny_setup):
 )
 def test_what_secure_aggregation_cannot_serve_is_a_config_error(overrides, message):
     with pytest.raises(ConfigError, match=message):
-        check_methods(load_config("configs/tiny.toml", ["secure_aggregation.enabled=true", *overrides]))
+        check_methods(load_config("tiny", ["secure_aggregation.enabled=true", *overrides]))
 
 
 def test_off_by_default_and_the_config_digest_unchanged():
-    cfg = load_config("configs/tiny.toml")
+    cfg = load_config("tiny")
     assert not cfg.secure_aggregation.enabled and "secure_aggregation" not in cfg.to_dict()
-    assert "secure_aggregation" in load_config("configs/tiny.toml", ["secure_aggregation.enabled=true"]).to_dict()
+    assert "secure_aggregation" in load_config("tiny", ["secure_aggregation.enabled=true"]).to_dict()

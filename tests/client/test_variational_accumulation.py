@@ -28,7 +28,7 @@ def local_work(tmp_path, monkeypatch, accumulation: int) -> tuple[int, int]:
 
     monkeypatch.setattr(trainer_module.BatchStream, "next", counting_next)
     monkeypatch.setattr(worker_module, "train_variational", counting_train)
-    cfg = load_config("configs/tiny.toml", [*SETS, f"train.grad_accumulation={accumulation}"])
+    cfg = load_config("tiny", [*SETS, f"train.grad_accumulation={accumulation}"])
     run_experiment(cfg, tmp_path / f"k{accumulation}", Console(file=io.StringIO()))
     return len(drawn), sum(stepped)
 

@@ -138,7 +138,7 @@ SMALL_SPLITS = ["--set", "data.val_pairs=1", "--set", "data.test_pairs=1", "--se
 
 
 def test_data_stats_on_tldr(capsys):
-    code, out = run_cli(capsys, "data", "stats", "configs/tiny.toml", *TLDR_CLI, *SMALL_SPLITS)
+    code, out = run_cli(capsys, "data", "stats", "tiny", *TLDR_CLI, *SMALL_SPLITS)
     assert code == 0, out
     assert "3 workers before the filter" in out and "3 clients, 11 pairs" in out
     assert "train / val / test: 5 / 3 / 3" in out
@@ -146,7 +146,7 @@ def test_data_stats_on_tldr(capsys):
 
 def test_filter_leaving_no_client_is_one_line(capsys):
     argv = [*TLDR_CLI, "--set", "data.tldr.required_splits=['valid1']", "--set", "data.tldr.min_per_split=2"]
-    code, out = run_cli(capsys, "data", "stats", "configs/tiny.toml", *argv)
+    code, out = run_cli(capsys, "data", "stats", "tiny", *argv)
     error = out[out.index("error:") :].strip()
     assert code == 2 and "Traceback" not in out
     assert "\n" not in error and str(TLDR_SMALL) in error and "no worker passes the filter" in error
@@ -154,7 +154,7 @@ def test_filter_leaving_no_client_is_one_line(capsys):
 
 def test_stats_reports_too_few_clients(capsys):
     argv = [*TLDR_CLI, *SMALL_SPLITS[:4], "--set", "federation.clients_per_round=4"]
-    code, out = run_cli(capsys, "data", "stats", "configs/tiny.toml", *argv)
+    code, out = run_cli(capsys, "data", "stats", "tiny", *argv)
     assert code == 2 and "3 clients, 11 pairs" in out and "fewer than federation.clients_per_round = 4" in out
 
 
@@ -164,7 +164,7 @@ def test_stats_reports_too_few_clients(capsys):
 def test_tldr_local_config_on_the_real_subset(monkeypatch):
     _shared("tldr-comparisons")
     monkeypatch.chdir(ROOT)  # data.path is relative to the repository root
-    cfg = load_config(ROOT / "configs" / "tldr_local.toml", [f"data.path='{TLDR_LOCAL}'"])
+    cfg = load_config(ROOT / "src/fedpref/configs/fedgd/tldr_local.toml", [f"data.path='{TLDR_LOCAL}'"])
     pairs = load_pairs(cfg)
     assert sorted(_clients(pairs).values()) == [74, 83, 115, 127, 128, 168] and len(pairs) == 695
     splits = split_clients(pairs, cfg.data.val_pairs, cfg.data.test_pairs, cfg.seed)
@@ -175,7 +175,7 @@ def test_tldr_local_config_on_the_real_subset(monkeypatch):
 def test_real_tldr_filter_leaving_no_client_through_the_cli(capsys, monkeypatch):
     _shared("tldr-comparisons")
     monkeypatch.chdir(ROOT)
-    argv = ["data", "stats", "configs/tldr_local.toml", "--set", f"data.path='{TLDR_LOCAL}'"]
+    argv = ["data", "stats", "tldr_local", "--set", f"data.path='{TLDR_LOCAL}'"]
     argv += ["--set", "data.tldr.min_per_split=100"]
     code, out = run_cli(capsys, *argv)
     error = out[out.index("error:") :].strip()

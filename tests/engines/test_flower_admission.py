@@ -25,7 +25,7 @@ DATA = ["data.group_sizes=[1, 1, 0, 0]", "data.pairs_per_axis=6", "data.val_pair
 def test_tls_and_node_authentication_admit_only_the_registered_node(tmp_path):
     pooled, clients = tmp_path / "pooled.jsonl", tmp_path / "clients"
     sets = [a for d in [*DATA, "federation.clients_per_round=2"] for a in ("--set", d)]
-    assert main(["data", "export", "configs/tiny.toml", *sets, "--out", str(pooled)]) == 0
+    assert main(["data", "export", "tiny", *sets, "--out", str(pooled)]) == 0
     assert main(["data", "split-clients", str(pooled), "--out", str(clients), "--user-key", "client"]) == 0
     mine, stranger = fed.client_files(clients)
     tls = write_pki(tmp_path)
@@ -56,7 +56,7 @@ def test_tls_and_node_authentication_admit_only_the_registered_node(tmp_path):
         # the admitted node runs a federation over TLS to the end
         sets = [*DATA, "data.source=jsonl", "data.path=own.jsonl", "federation.rounds=1"]
         sets += ["federation.clients_per_round=1", "personalization.steps=[0]"]
-        fed.submit(ROOT / "configs/tiny.toml", 1, out, ["FL"], sets, env, logs)
+        fed.submit(ROOT / "src/fedpref/configs/quick/tiny.toml", 1, out, ["FL"], sets, env, logs)
         results = fed.wait_for_results(out / "results.json", ["FL"], processes[:-1], 600, print)
         assert len(results["methods"]["FL"]["personalization"]["per_client"]) == 1
     finally:

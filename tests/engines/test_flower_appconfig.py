@@ -12,7 +12,7 @@ from fedpref.engines.flower import appconfig
 from fedpref.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = ROOT / "configs" / "tiny.toml"
+TINY = ROOT / "src/fedpref/configs/quick/tiny.toml"
 
 
 def test_run_config_gives_the_same_config_as_load_config() -> None:
@@ -29,7 +29,7 @@ def test_run_config_gives_the_same_config_as_load_config() -> None:
 def test_relative_config_path_falls_back_to_the_app_folder_on_sys_path(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [str(ROOT), *sys.path])
-    assert appconfig.experiment_config({"config-path": "configs/tiny.toml"}) == load_config(TINY)
+    assert appconfig.experiment_config({"config-path": "tiny"}) == load_config(TINY)
 
 
 def test_bad_run_configs_are_named() -> None:

@@ -37,7 +37,7 @@ def test_loopback_deployment_runs_two_rounds_of_fedavg(tmp_path: Path) -> None:
             processes.append(start_supernode(link, config, env, tmp_path, tmp_path / f"node{i}.log"))
         out = tmp_path / "out"
         # A relative config-path: the nodes run in tmp_path, so it resolves inside the installed app (FAB).
-        run_config = f'config-path="configs/tiny.toml" method="FL" out-dir="{out}" overrides="{OVERRIDES}"'
+        run_config = f'config-path="tiny" method="FL" out-dir="{out}" overrides="{OVERRIDES}"'
         submit = [str(BIN / "flwr"), "run", str(ROOT), "loopback", "--run-config", run_config]
         subprocess.run(submit, env=env, cwd=tmp_path, check=True, timeout=120, capture_output=True)
         results = wait_for_results(out / "results.json", "FL", timeout_s=600)
@@ -49,5 +49,5 @@ def test_loopback_deployment_runs_two_rounds_of_fedavg(tmp_path: Path) -> None:
     fl = results["methods"]["FL"]
     assert fl["engine"] == "flower"
     assert sorted(fl["personalization"]["per_client"]) == ["c000", "c001"]
-    assert len(fl["personalization"]["acc_mean"]) == 2  # configs/tiny.toml: steps [0, 2]
+    assert len(fl["personalization"]["acc_mean"]) == 2  # configs/quick/tiny.toml: steps [0, 2]
     assert all(p.poll() is not None for p in processes)

@@ -49,15 +49,15 @@ def kill_server_side(flwr_home: Path) -> list[str]:
 
 def test_a_killed_superlink_resumes_to_the_same_results(tmp_path: Path) -> None:
     pooled, clients, out = tmp_path / "pooled.jsonl", tmp_path / "clients", tmp_path / "run"
-    assert main(["data", "export", "configs/tiny.toml", *sets(DATA), "--out", str(pooled)]) == 0
+    assert main(["data", "export", "tiny", *sets(DATA), "--out", str(pooled)]) == 0
     assert main(["data", "split-clients", str(pooled), "--out", str(clients), "--user-key", "client"]) == 0
     run = [*DATA, "data.source='jsonl'", f"data.path='{pooled}'", *RUN]
 
     # the reference: the same run in-process, uninterrupted (the engines agree: tests/test_pinned_numbers.py)
-    assert main(["run", "configs/tiny.toml", *sets(run), "--out", str(tmp_path / "reference")]) == 0
+    assert main(["run", "tiny", *sets(run), "--out", str(tmp_path / "reference")]) == 0
     reference = json.loads((tmp_path / "reference" / "results.json").read_text())["methods"]["FL"]
 
-    federation = [sys.executable, "-m", "fedpref.cli", "federation", "configs/tiny.toml", "--clients-dir", str(clients)]
+    federation = [sys.executable, "-m", "fedpref.cli", "federation", "tiny", "--clients-dir", str(clients)]
     federation += ["--out", str(out), *sets(run)]
     first = subprocess.Popen(federation, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 600
@@ -71,7 +71,7 @@ def test_a_killed_superlink_resumes_to_the_same_results(tmp_path: Path) -> None:
     done_before = len((out / "rounds.jsonl").read_text().splitlines())
     assert done_before < 5 and not (out / "results.json").is_file()
 
-    assert main(["federation", "configs/tiny.toml", "--clients-dir", str(clients), "--out", str(out),
+    assert main(["federation", "tiny", "--clients-dir", str(clients), "--out", str(out),
                  *sets(run), "--resume"]) == 0  # fmt: skip
     resumed = json.loads((out / "results.json").read_text())["methods"]["FL"]
     rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]

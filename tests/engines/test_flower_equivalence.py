@@ -1,4 +1,4 @@
-"""The Flower Simulation Engine gives what the in-process engine gives (configs/tiny.toml, 2 rounds)."""
+"""The Flower Simulation Engine gives what the in-process engine gives (configs/quick/tiny.toml, 2 rounds)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 pytestmark = [pytest.mark.flower, pytest.mark.slow]
 pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+TINY = Path(__file__).resolve().parents[2] / "src/fedpref/configs/quick/tiny.toml"
 HAS_FEDGD = importlib.util.find_spec("fedpref.algorithms.fedgd") is not None
 METHODS = ["FL", "FedBiscuit"] + (["FedGD"] if HAS_FEDGD else [])
 # LoRA dropout stays on (tiny: 0.05): its masks come from the global RNG, reseeded from each task's generator.

@@ -44,7 +44,7 @@ def kill_and_restart(tmp_path: Path, authenticated: bool) -> tuple[list[dict], d
     every node registered by its key and started with it (the restarted node too)."""
     pooled, clients, out, logs = tmp_path / "pooled.jsonl", tmp_path / "clients", tmp_path / "run", tmp_path / "logs"
     sets = [a for d in DATA for a in ("--set", d)]
-    assert main(["data", "export", "configs/tiny.toml", *sets, "--out", str(pooled)]) == 0
+    assert main(["data", "export", "tiny", *sets, "--out", str(pooled)]) == 0
     assert main(["data", "split-clients", str(pooled), "--out", str(clients), "--user-key", "client"]) == 0
     files = {p.stem: p.resolve() for p in fed.client_files(clients)}
     logs.mkdir()
@@ -70,7 +70,7 @@ def kill_and_restart(tmp_path: Path, authenticated: bool) -> tuple[list[dict], d
         processes += nodes.values()
         fed.wait_until(lambda: len(online()) == len(files), 120, "every node online")
         before = online()
-        run_config = f'config-path="{ROOT / "configs/tiny.toml"}" method="FL" clients={len(files)} '
+        run_config = f'config-path="{ROOT / "src/fedpref/configs/quick/tiny.toml"}" method="FL" clients={len(files)} '
         run_config += f'out-dir="{out}" overrides="{"; ".join(RUN)}" reply-timeout=60'
         submit = [str(fed.BIN / "flwr"), "run", str(fed.app_dir()), "loopback", "--run-config", run_config]
         done = subprocess.run(submit, env=env, cwd=logs, timeout=300, capture_output=True, text=True)

@@ -23,8 +23,8 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("local")
     pooled = folder / "pooled.jsonl"
     sets = [arg for item in TINY for arg in ("--set", item)]
-    assert main(["data", "export", "configs/tiny.toml", *sets, "--out", str(pooled)]) == 0
-    cfg = load_config("configs/tiny.toml", [*TINY, "data.source='jsonl'", f"data.path='{pooled}'"])
+    assert main(["data", "export", "tiny", *sets, "--out", str(pooled)]) == 0
+    cfg = load_config("tiny", [*TINY, "data.source='jsonl'", f"data.path='{pooled}'"])
     return cfg, pooled, split_by_user(pooled, "client", folder / "clients")
 
 

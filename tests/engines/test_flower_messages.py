@@ -20,7 +20,7 @@ from fedpref.data.load import load_pairs  # noqa: E402
 from fedpref.engines.flower import messages as m  # noqa: E402
 from fedpref.protocol import EVALUATE, PERSONALIZE, RESTORE_MEMORY, TRAIN, ClientInfo, Reply, Task  # noqa: E402
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+TINY = Path(__file__).resolve().parents[2] / "src/fedpref/configs/quick/tiny.toml"
 
 
 def wire(content: RecordDict) -> RecordDict:

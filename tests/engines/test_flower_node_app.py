@@ -41,7 +41,7 @@ def task_identity(monkeypatch):
 def own_file(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("node")
     sets = [arg for item in DATA for arg in ("--set", item)]
-    assert main(["data", "export", "configs/tiny.toml", *sets, "--out", str(folder / "pooled.jsonl")]) == 0
+    assert main(["data", "export", "tiny", *sets, "--out", str(folder / "pooled.jsonl")]) == 0
     assert (
         main(["data", "split-clients", str(folder / "pooled.jsonl"), "--out", str(folder), "--user-key", "client"]) == 0
     )
@@ -50,7 +50,7 @@ def own_file(tmp_path_factory) -> Path:
 
 def context(own_file: Path, tmp_path: Path) -> Context:
     overrides = "; ".join([*DATA, "data.source='jsonl'", f"data.path='{own_file}'"])
-    run_config = {"config-path": str(ROOT / "configs" / "tiny.toml"), "overrides": overrides}
+    run_config = {"config-path": str(ROOT / "src/fedpref/configs/quick/tiny.toml"), "overrides": overrides}
     node_config = {"data-path": str(own_file), "worker-dir": str(tmp_path / "w")}
     return Context(1, 7, node_config, RecordDict(), run_config)
 

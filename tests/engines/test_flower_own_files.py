@@ -24,7 +24,7 @@ RUN = [*DATA, "data.source='jsonl'", "data.path='own.jsonl'", "federation.rounds
 def test_nodes_holding_only_their_own_files_run_fedavg(tmp_path: Path) -> None:
     pooled = tmp_path / "pooled.jsonl"
     sets = [arg for item in DATA for arg in ("--set", item)]
-    assert main(["data", "export", "configs/tiny.toml", *sets, "--out", str(pooled)]) == 0
+    assert main(["data", "export", "tiny", *sets, "--out", str(pooled)]) == 0
     own = split_by_user(pooled, "client", tmp_path / "split")
     pooled.unlink()
     env, link = loopback_env(tmp_path / "flwr")
@@ -40,7 +40,7 @@ def test_nodes_holding_only_their_own_files_run_fedavg(tmp_path: Path) -> None:
             config = f'data-path="{folder / "own.jsonl"}"'
             processes.append(start_supernode(link, config, env, folder, tmp_path / f"node-{user}.log"))
         out = tmp_path / "out"
-        run_config = f'config-path="configs/tiny.toml" method="FL" clients={len(own)} out-dir="{out}" '
+        run_config = f'config-path="tiny" method="FL" clients={len(own)} out-dir="{out}" '
         run_config += f'overrides="{"; ".join(RUN)}"'
         submit = [str(BIN / "flwr"), "run", str(ROOT), "loopback", "--run-config", run_config]
         done = subprocess.run(submit, env=env, cwd=server_dir, timeout=120, capture_output=True, text=True)
@@ -60,12 +60,12 @@ def test_fedpref_federation_runs_fl_and_fedgd_on_four_client_files(tmp_path: Pat
     sets = ["data.group_sizes=[1, 1, 1, 1]", "data.pairs_per_axis=6", "data.val_pairs=2", "data.test_pairs=2"]
     pooled, out = tmp_path / "pooled.jsonl", tmp_path / "run"
     flags = [arg for item in sets for arg in ("--set", item)]
-    assert main(["data", "export", "configs/tiny.toml", *flags, "--out", str(pooled)]) == 0
+    assert main(["data", "export", "tiny", *flags, "--out", str(pooled)]) == 0
     assert main(["data", "split-clients", str(pooled), "--out", str(tmp_path / "clients"), "--user-key", "client"]) == 0
     run = [*sets, "data.source=jsonl", f"data.path={pooled.name}", "federation.rounds=2"]
     run += ["algorithm.methods=['FL','FedGD']"]
     pooled.unlink()  # only the per-client files exist
-    assert main(["federation", "configs/tiny.toml", "--clients-dir", str(tmp_path / "clients"), "--out", str(out),
+    assert main(["federation", "tiny", "--clients-dir", str(tmp_path / "clients"), "--out", str(out),
                  *[a for r in run for a in ("--set", r)]]) == 0  # fmt: skip
     results = json.loads((out / "results.json").read_text())["methods"]
     assert list(results) == ["FL", "FedGD"]

@@ -21,7 +21,7 @@ ARGS += ["--set", "federation.checkpoint_every=1"]
 
 
 def run_args(out) -> list[str]:
-    return ["run", "configs/tiny.toml", "--out", str(out), *ARGS]
+    return ["run", "tiny", "--out", str(out), *ARGS]
 
 
 def test_flower_run_killed_then_resumed_equals_an_uninterrupted_one(tmp_path):

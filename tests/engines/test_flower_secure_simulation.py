@@ -1,4 +1,4 @@
-"""SecAgg+ end to end on the Simulation Engine (configs/tiny.toml, FL, one round of 3 clients): the same global
+"""SecAgg+ end to end on the Simulation Engine (configs/quick/tiny.toml, FL, one round of 3 clients): the same global
 model as the in-process engine's clear mean within quantization, and no client's trained state in any message.
 
 One round: from the second on, local AdamW steps from a start that differs by the quantization error can move a
@@ -14,7 +14,7 @@ import torch
 pytestmark = pytest.mark.flower
 pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+TINY = Path(__file__).resolve().parents[2] / "src/fedpref/configs/quick/tiny.toml"
 OVERRIDES = ["algorithm.methods=['FL']", "secure_aggregation.enabled=true", "federation.rounds=1"]
 # Flower's quantization: 2^22 levels over [-8, 8], so each weighted value is off by <= 1.9e-6; the mean of 3 clients
 # whose weights sum to >= the largest one is off by <= 3 x 1.9e-6.

@@ -10,7 +10,7 @@ pytestmark = [pytest.mark.flower, pytest.mark.slow]  # one Flower simulation (ab
 pytest.importorskip("ray", reason="the Flower Simulation Engine needs flwr[simulation] (Ray)")
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = next(p for p in (ROOT / "configs" / "tiny.toml", ROOT / "src/fedpref/configs/quick/tiny.toml") if p.exists())
+TINY = ROOT / "src/fedpref/configs/quick/tiny.toml"
 METHODS = ["FL", "FedVPA-GP"]
 
 

@@ -13,7 +13,7 @@ from fedpref.protocol import Reply
 
 @pytest.fixture(scope="module")
 def setup():
-    cfg = load_config("configs/tiny.toml", ["federation.rounds=3", "federation.clients_per_round=8"])
+    cfg = load_config("tiny", ["federation.rounds=3", "federation.clients_per_round=8"])
     return cfg, build_setup(cfg)
 
 

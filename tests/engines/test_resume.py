@@ -44,7 +44,7 @@ def assert_same(a: Path, b: Path) -> None:
 
 
 def fedpref(out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "fedpref.cli", "run", "configs/tiny.toml", "--out", str(out), *ARGS, *extra]
+    cmd = [sys.executable, "-m", "fedpref.cli", "run", "tiny", "--out", str(out), *ARGS, *extra]
     return subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -73,7 +73,7 @@ def rounds_logged(out: Path) -> int:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ref") / "run"
-    assert main(["run", "configs/tiny.toml", "--out", str(out), *ARGS]) == 0
+    assert main(["run", "tiny", "--out", str(out), *ARGS]) == 0
     return out
 
 
@@ -86,7 +86,7 @@ def kill_and_resume(out: Path, condition, env: dict | None = None) -> None:
         proc.wait()
     assert not (out / "table.md").exists()  # it really was interrupted
     done = subprocess.run(
-        [sys.executable, "-m", "fedpref.cli", "run", "configs/tiny.toml", "--out", str(out), *ARGS, "--resume"],
+        [sys.executable, "-m", "fedpref.cli", "run", "tiny", "--out", str(out), *ARGS, "--resume"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -118,12 +118,12 @@ def test_kill_during_the_second_method_then_resume_is_identical(reference, tmp_p
 def test_other_seed_differs(reference, tmp_path):
     # the same seed giving the same results is what every resume test above (and the pinned numbers) checks
     other = tmp_path / "other"
-    assert main(["run", "configs/tiny.toml", "--out", str(other), *ARGS, "--set", "seed=1"]) == 0
+    assert main(["run", "tiny", "--out", str(other), *ARGS, "--set", "seed=1"]) == 0
     assert comparable(reference)[0] != comparable(other)[0]
 
 
 def test_resume_refuses_another_config(reference, tmp_path, capsys):
-    code = main(["run", "configs/tiny.toml", "--out", str(reference), *ARGS, "--set", "seed=5", "--resume"])
+    code = main(["run", "tiny", "--out", str(reference), *ARGS, "--set", "seed=5", "--resume"])
     assert code == 2 and "different config" in capsys.readouterr().err
 
 
@@ -137,8 +137,8 @@ def test_fedvpa_resume_restores_each_clients_private_memory(tmp_path):
     args = ["--set", "algorithm.methods=['FedVPA-GP']", "--set", "federation.rounds=4"]
     args += ["--set", "federation.checkpoint_every=1"]
     ref, out = tmp_path / "ref", tmp_path / "run"
-    assert main(["run", "configs/tiny.toml", "--out", str(ref), *args]) == 0
-    cmd = [sys.executable, "-m", "fedpref.cli", "run", "configs/tiny.toml", "--out", str(out), *args]
+    assert main(["run", "tiny", "--out", str(ref), *args]) == 0
+    cmd = [sys.executable, "-m", "fedpref.cli", "run", "tiny", "--out", str(out), *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         wait_for(lambda: rounds_logged(out) >= 3, proc)  # the mixture prior and Gumbel logits are in use
@@ -147,5 +147,5 @@ def test_fedvpa_resume_restores_each_clients_private_memory(tmp_path):
         proc.wait()
     saved = CheckpointStore(out / "checkpoints").load()
     assert saved["current"]["client_memory"]  # some client holds Gumbel logits
-    assert main(["run", "configs/tiny.toml", "--out", str(out), *args, "--resume"]) == 0
+    assert main(["run", "tiny", "--out", str(out), *args, "--resume"]) == 0
     assert_same(ref, out)

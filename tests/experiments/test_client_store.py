@@ -43,7 +43,7 @@ def test_on_demand_clients_give_the_same_run_as_resident_ones():
 
     states = []
     for resident in (0, 2):
-        cfg = load_config("configs/tiny.toml", ["federation.rounds=1", f"data.resident_clients={resident}"])
+        cfg = load_config("tiny", ["federation.rounds=1", f"data.resident_clients={resident}"])
         setup = build_setup(cfg)
         algorithm = build_algorithm("FL", cfg, setup.infos, setup.init_state, setup.model)
         run_global(algorithm, cfg, setup)

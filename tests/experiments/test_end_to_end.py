@@ -50,7 +50,7 @@ def test_diagnose_a_finished_run(tiny_every_method, tmp_path, capsys):
 def test_unseen_clients_never_train_and_are_evaluated(tmp_path):
     out = tmp_path / "run"
     args = ["--set", "algorithm.methods=['FL','CL','FedBiscuit','FedVPA-GP']", "--set", "data.unseen_clients=2"]
-    assert main(["run", "configs/tiny.toml", "--out", str(out), *args]) == 0
+    assert main(["run", "tiny", "--out", str(out), *args]) == 0
     results = json.loads((out / "results.json").read_text())
     unseen = set(results["methods"]["FedVPA-GP"]["selector"]["unseen"]["per_client"])
     seen = set(results["methods"]["FedVPA-GP"]["selector"]["seen"]["per_client"])

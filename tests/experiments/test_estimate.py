@@ -22,7 +22,7 @@ def test_predicted_seconds_add_up_by_hand():
 
 
 def test_dry_run_counts_fedavg_work_as_the_config_says():
-    cfg = load_config(ROOT / "configs" / "tiny.toml", ["federation.eval_every=1"])
+    cfg = load_config("tiny", ["federation.eval_every=1"])
     setup = build_setup(cfg)
     prober = Prober(trainers(cfg, setup.model), probe_steps=2)
     global_works, local_works, server_s = dry_run("FL", cfg, setup, prober)
@@ -38,7 +38,7 @@ def test_dry_run_counts_fedavg_work_as_the_config_says():
 
 def test_estimate_command_writes_a_prediction_per_method(tmp_path, capsys):
     out = tmp_path / "estimate.json"
-    tiny = str(ROOT / "configs" / "tiny.toml")
+    tiny = "tiny"
     assert main(["estimate", tiny, "--set", "algorithm.methods=['Local','FL']", "--out", str(out)]) == 0
     assert "predicted wall time" in capsys.readouterr().out
     estimate = json.loads(out.read_text())
@@ -54,7 +54,7 @@ def test_every_method_dry_runs_on_stand_in_replies():
     """The stand-ins satisfy every algorithm: phases, reassignments, latent priors and selectors all run."""
     from fedpref.algorithms.registry import names
 
-    cfg = load_config(ROOT / "configs" / "tiny.toml", ["data.unseen_clients=2", "algorithm.methods=['FL']"])
+    cfg = load_config("tiny", ["data.unseen_clients=2", "algorithm.methods=['FL']"])
     setup = build_setup(cfg)
     prober = Prober(trainers(cfg, setup.model), probe_steps=1)
     for name in (n for n in names() if n != "Multi-CL"):  # Multi-CL cannot start unseen clients

@@ -20,7 +20,7 @@ def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("export") / "run"
     args = [
         "run",
-        "configs/tiny.toml",
+        "tiny",
         "--out",
         str(out),
         *("--set", "data.source='pairwise'", "--set", f"data.path='{CONVERSATIONAL}'"),
@@ -105,7 +105,7 @@ def _model(*overrides: str):
     from fedpref.config import load_config
     from fedpref.models.factory import build_reward_model
 
-    cfg = load_config(ROOT / "configs" / "tiny.toml", ["data.cache_dir=''", *overrides])
+    cfg = load_config(ROOT / "src/fedpref/configs/quick/tiny.toml", ["data.cache_dir=''", *overrides])
     return build_reward_model(cfg)
 
 

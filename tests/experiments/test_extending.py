@@ -9,7 +9,7 @@ import pytest
 from fedpref.cli import main
 from fedpref.config import load_config
 
-TINY = Path(__file__).resolve().parents[2] / "configs" / "tiny.toml"
+TINY = Path(__file__).resolve().parents[2] / "src/fedpref/configs/quick/tiny.toml"
 
 
 def test_the_example_runs_with_its_own_options(tiny_every_method):

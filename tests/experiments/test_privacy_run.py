@@ -9,7 +9,7 @@ from fedpref.cli import main
 def test_a_private_run_reports_epsilon_per_method(tmp_path):
     out = tmp_path / "run"
     sets = ["algorithm.methods=['FL','FL_target']", "privacy.clip_norm=0.5", "privacy.noise_multiplier=1.0"]
-    argv = ["run", "configs/tiny.toml", "--out", str(out)] + [a for s in sets for a in ("--set", s)]
+    argv = ["run", "tiny", "--out", str(out)] + [a for s in sets for a in ("--set", s)]
     assert main(argv) == 0
     methods = json.loads((out / "results.json").read_text())["methods"]
     fl, target = methods["FL"]["privacy"], methods["FL_target"]["privacy"]

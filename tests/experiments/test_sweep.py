@@ -29,7 +29,7 @@ def sweep(out: Path, *extra: str) -> tuple[int, str]:
         rc = main(
             [
                 "sweep",
-                "configs/tiny.toml",
+                "tiny",
                 "--seeds",
                 "0,1",
                 "--grid",
@@ -91,7 +91,7 @@ def test_parse_seeds_and_grid():
 )
 def test_bad_input_stops_before_any_run(tmp_path, capsys, extra, message):
     out = tmp_path / "s"
-    argv = ["sweep", "configs/tiny.toml", "--seeds", "0,1", *SETS, "--out", str(out), *extra]
+    argv = ["sweep", "tiny", "--seeds", "0,1", *SETS, "--out", str(out), *extra]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
@@ -177,7 +177,7 @@ def test_two_sweeps_into_one_folder_keep_each_others_cells(tmp_path, monkeypatch
     """A second `fedpref sweep --seeds 1` started while `--seeds 0` runs into the same folder: sweep.json keeps
     both seeds' cells, whichever writes last."""
     out = tmp_path / "s"
-    args = ["sweep", "configs/tiny.toml", *SETS, "--out", str(out), "--seeds"]
+    args = ["sweep", "tiny", *SETS, "--out", str(out), "--seeds"]
     inner_started = []
 
     def fake_run(cell, console, engine):
@@ -220,7 +220,7 @@ def test_a_killed_sweeps_running_cell_is_listed_interrupted_by_the_next(tmp_path
         return 0.0
 
     monkeypatch.setattr(sweep_module, "run_cell", fake_run)
-    args = ["sweep", "configs/tiny.toml", *SETS, "--out", str(out), "--seeds", "0"]
+    args = ["sweep", "tiny", *SETS, "--out", str(out), "--seeds", "0"]
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(args) == 0
     ours = next(c for c in seen_while_running if c["folder"] == "seed=0")

@@ -28,13 +28,13 @@ ROUND_LINE = re.compile(r"^FL round (\d)/2 loss \d\.\d{4} val_loss \d\.\d{4} val
 
 @pytest.fixture(scope="module")
 def logged_run(tmp_path_factory) -> tuple[Path, str, bool]:
-    """`fedpref run configs/tiny.toml --log tensorboard,csv > log.txt` (FL, 2 rounds, evaluation every round) in a
+    """`fedpref run configs/quick/tiny.toml --log tensorboard,csv > log.txt` (FL, 2 rounds, evaluation every round) in a
     subprocess: (run folder, its stdout, whether a round line was in log.txt before the run had finished)."""
     pytest.importorskip("tensorboard", reason="--log tensorboard needs the `tracking` extra (requirements.txt)")
     tmp = tmp_path_factory.mktemp("logged_run")
     out, log_path = tmp / "run", tmp / "log.txt"
     sets = ["algorithm.methods=['FL']", "federation.rounds=2", "federation.eval_every=1", "personalization.steps=[0]"]
-    argv = [sys.executable, "-m", "fedpref.cli", "run", str(ROOT / "configs" / "tiny.toml"), "--out", str(out)]
+    argv = [sys.executable, "-m", "fedpref.cli", "run", "tiny", "--out", str(out)]
     argv += [arg for item in sets for arg in ("--set", item)] + ["--log", "tensorboard,csv"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     with log_path.open("w") as stdout:
@@ -248,12 +248,12 @@ def test_logging_config_leaves_the_hash_alone():
     from fedpref.cli import log_overrides
     from fedpref.errors import ConfigError
 
-    base = load_config(ROOT / "configs" / "tiny.toml")
-    logged = load_config(ROOT / "configs" / "tiny.toml", log_overrides("tensorboard, csv"))
+    base = load_config("tiny")
+    logged = load_config("tiny", log_overrides("tensorboard, csv"))
     assert logged.logging.backends == ["tensorboard", "csv"] and logged.digest() == base.digest()
     assert "logging" not in base.to_dict() and "eval_every" not in base.to_dict()["federation"]
     assert log_overrides(None) == []
     with pytest.raises(ConfigError, match="logging.backends"):
-        load_config(ROOT / "configs" / "tiny.toml", log_overrides("mlflow"))
+        load_config("tiny", log_overrides("mlflow"))
     with pytest.raises(ConfigError, match="federation.eval_every"):
-        load_config(ROOT / "configs" / "tiny.toml", ["federation.eval_every=-1"])
+        load_config("tiny", ["federation.eval_every=-1"])

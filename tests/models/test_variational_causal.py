@@ -162,7 +162,7 @@ def test_a_variational_run_refuses_truncated_pairs_at_set_up(stories_path, tmp_p
         "data.group_sizes=[2, 2, 0, 0]",
         "algorithm.methods=['FL', 'FedVPA-GP']",
     ]
-    argv = ["run", "configs/tiny.toml", "--out", str(tmp_path / "run"), *[a for s in sets for a in ("--set", s)]]
+    argv = ["run", "tiny", "--out", str(tmp_path / "run"), *[a for s in sets for a in ("--set", s)]]
     assert main(argv) != 0
     assert "96 of 96 selector prompts lost response A" in capsys.readouterr().err
     rounds = tmp_path / "run" / "rounds.jsonl"
@@ -257,7 +257,7 @@ def test_fedvpa_gp_on_stories260k_through_the_cli(stories_path, tmp_path):
         "personalization.steps=[0]",
         "variational.latent_dim=8",
     ]
-    assert main(["run", "configs/tiny.toml", "--out", str(out), *[a for s in sets for a in ("--set", s)]]) == 0
+    assert main(["run", "tiny", "--out", str(out), *[a for s in sets for a in ("--set", s)]]) == 0
     results = json.loads((out / "results.json").read_text())
     selector = results["methods"]["FedVPA-GP"]["selector"]
     assert len(selector["seen"]["per_client"]) == 4 and len(selector["latent_trace"]) == 2

@@ -1,4 +1,4 @@
-"""scripts/benchmark_difficulty.py: the probe on hand-made features, and main() end to end on configs/tiny.toml."""
+"""scripts/benchmark_difficulty.py: the probe on hand-made features, and main() end to end on the tiny config."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_probe_counts_ties_as_half(bd):
 def test_main_on_tiny(bd, tmp_path, capsys):
     torch.set_num_threads(1)
     out = tmp_path / "d.json"
-    result = bd.main([str(ROOT / "configs" / "tiny.toml"), "--json", str(out), "--md", str(tmp_path / "d.md")])
+    result = bd.main(["tiny", "--json", str(out), "--md", str(tmp_path / "d.md")])
     table = capsys.readouterr().out.strip().splitlines()
     rows = [line for line in table if line.startswith("| ") and not line.startswith("| group")]
     groups = ["G1", "G2", "G3", "G4"]

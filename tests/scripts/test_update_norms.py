@@ -1,4 +1,4 @@
-"""scripts/update_norms.py: every client's first-round update norm on configs/tiny.toml, positive and printed."""
+"""scripts/update_norms.py: every client's first-round update norm on configs/quick/tiny.toml, positive and printed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def test_every_client_gets_a_positive_norm(capsys):
     spec = importlib.util.spec_from_file_location("update_norms", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.main([str(ROOT / "configs" / "tiny.toml")]) == 0
+    assert module.main([str(ROOT / "src/fedpref/configs/quick/tiny.toml")]) == 0
     lines = capsys.readouterr().out.splitlines()
     per_client = [line.split() for line in lines if line.startswith("  c")]
     assert len(per_client) == 8 and all(float(norm) > 0 for _, norm in per_client)

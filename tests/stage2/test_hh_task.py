@@ -16,7 +16,7 @@ from fedpref.stage2.hh_task import hh_task
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "configs" / "stage2" / "hh.toml"
+CONFIG = ROOT / "src/fedpref/configs/stage2/hh.toml"
 H, A = "\n\nHuman:", "\n\nAssistant:"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 

@@ -10,7 +10,7 @@ from fedpref.errors import ConfigError
 from fedpref.stage2.config import load_stage2_config
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG = ROOT / "configs" / "stage2" / "stories.toml"
+CONFIG = ROOT / "src/fedpref/configs/stage2/stories.toml"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from torch import nn
 
 from fedpref.algorithms.base import Algorithm
-from fedpref.config import ExperimentConfig, _build, option_help
+from fedpref.config import ExperimentConfig, build_config, option_help
 from fedpref.errors import ConfigError
 from fedpref.protocol import ClientInfo, State
 
@@ -38,6 +38,8 @@ class MethodSpec:
     multi_model: bool = False  # keeps K = algorithm.num_models models, so needs K <= the number of clients
     variational: bool = False  # a latent-conditioned selector (FedVPA-GP family), evaluated after the rounds
     options: type | None = None  # a dataclass of the method's own options: [algorithm.options.NAME]
+    # ... or, for a family of methods that share one options table (FedVPA-GP's: [variational]), that table's name
+    options_table: str = ""
     client_dp: bool = False  # its server step is a mean of client updates: [privacy] (client-level DP) applies
     secure_sum: bool = False  # ... a weighted sum of the round's updates: [secure_aggregation] (SecAgg+) applies
     checks: tuple[Rule, ...] = ()  # the method's own rules on the config (beyond those its flags imply)
@@ -78,16 +80,21 @@ def names(**flags: bool) -> list[str]:
 
 
 def method_options(cfg: ExperimentConfig, name: str, source: str = "<config>") -> Any:
-    """The method's options: its `options` dataclass from [algorithm.options.NAME] over the defaults (None when
-    it declares none); a wrong key, type or value is a one-line ConfigError."""
+    """The method's options: its `options` dataclass from [algorithm.options.NAME] over the defaults, or its
+    family's table (`options_table`; None when it declares none); a wrong key, type or value is a one-line
+    ConfigError."""
     spec, raw = method_spec(name), cfg.algorithm.options.get(name, {})
     key = f"algorithm.options.{name}"
+    if spec.options_table:
+        if raw:
+            raise ConfigError(f"{source}: '{key}': {name}'s options are the [{spec.options_table}] table")
+        return getattr(cfg, spec.options_table)
     if spec.options is None:
         if raw:
             raise ConfigError(f"{source}: '{key}': {name} has no options")
         return None
     try:
-        return _build(spec.options, raw, source, key + ".")
+        return build_config(spec.options, raw, source, key + ".")
     except (TypeError, ValueError) as e:  # the options' own checks (__post_init__)
         raise ConfigError(f"{source}: '{key}': {e}") from None
 
@@ -161,7 +168,9 @@ def help_rows() -> list[tuple[str, str]]:
     for spec in methods().values():
         flags = [words for flag, words in _FLAG_WORDS.items() if getattr(spec, flag)]
         rows.append((spec.name, spec.help + (f" [{', '.join(flags)}]" if flags else "")))
-        if spec.options is not None:
+        if spec.options_table:
+            rows[-1] = (spec.name, rows[-1][1] + f"; options: [{spec.options_table}]")
+        elif spec.options is not None:
             prefix = f"  algorithm.options.{spec.name}."
             rows += [(key, f"{text} (default {default})") for key, default, text in option_help(spec.options, prefix)]
     return rows

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedpref.config import find_config
 from fedpref.errors import FedprefError
 from fedpref.results import FAILED, RunResults, load_results, results_path
 
@@ -277,7 +278,7 @@ def submit(
     resume: bool = False,
     app: Path | None = None,
 ) -> None:
-    run_config = f'config-path="{config.resolve()}" method="{",".join(methods)}" clients={clients} '
+    run_config = f'config-path="{find_config(config).resolve()}" method="{",".join(methods)}" clients={clients} '
     run_config += "resume=true " if resume else ""
     quoted = "; ".join(overrides).replace("\\", "\\\\").replace('"', '\\"')  # inside a TOML string
     run_config += f'out-dir="{out.resolve()}" overrides="{quoted}"'

@@ -137,7 +137,7 @@ def checkpoint_saver(
 def load_resume_state(store: CheckpointStore, cfg: ExperimentConfig) -> dict | None:
     """The last complete checkpoint, checked against the config being resumed (None: nothing to resume)."""
     saved = store.load()
-    if saved is not None and saved["config_hash"] != cfg.digest():
+    if saved is not None and not cfg.matches(saved["config_hash"]):  # a hash of this version or an older one
         raise FedprefError(
             f"{store.folder}: the checkpoint belongs to a different config (hash {saved['config_hash']}, "
             f"this config {cfg.digest()}); resume with the run's own config.toml"

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from fedpref.config import ExperimentConfig
+from fedpref.config import ExperimentConfig, written_config
 from fedpref.errors import FedprefError
 from fedpref.results import ResultsError, has_results, load_results
 
@@ -72,7 +72,7 @@ def to_toml(data: dict, prefix: str = "") -> str:
 
 
 def write_config(cfg: ExperimentConfig, run_dir: Path) -> None:
-    (run_dir / "config.toml").write_text(to_toml(cfg.to_dict()), encoding="utf-8")
+    (run_dir / "config.toml").write_text(to_toml(written_config(cfg)), encoding="utf-8")
 
 
 def write_json(data: dict, path: Path) -> None:

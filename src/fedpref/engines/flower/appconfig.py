@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedpref.config import ExperimentConfig, load_config
+from fedpref.config import ExperimentConfig, find_config, load_config
 from fedpref.errors import ConfigError
 
 DEFAULT_REPLY_TIMEOUT_S = 600.0  # the longest a stage waits for its replies (mirrored in pyproject.toml)
@@ -35,15 +35,19 @@ def split_overrides(text: str) -> list[str]:
 
 
 def resolve_config_path(text: str) -> Path:
-    """An absolute path; a relative one against the working directory, else the installed app (FAB) folder.
+    """An absolute path; a relative one against the working directory, else the installed app (FAB) folder,
+    else the shipped config of that name ('tiny').
 
-    Flower puts the app folder on sys.path, and the FAB carries configs/*.toml (see fab-include).
+    Flower puts the app folder on sys.path, and the FAB carries src/**/*.toml (see fab-include).
     """
     path = Path(text).expanduser()
     if path.is_absolute() or path.is_file():
         return path
     found = (Path(base) / path for base in sys.path if base)
-    return next((p for p in found if p.is_file()), path)
+    try:
+        return next((p for p in found if p.is_file()), None) or find_config(text)
+    except ConfigError:
+        return path  # loading it says what is missing
 
 
 def experiment_config(run_config: Mapping[str, Any]) -> ExperimentConfig:
