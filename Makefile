@@ -242,7 +242,7 @@ reproduce-fedgd-table3-tldr-acc240-clustered: reproduce-fedgd-table3-tldr-cluste
 # SmolLM2-135M-Instruct (tldr_smollm2), seeds 0-2.
 SMOLLM2_SEEDS ?= 0,1,2
 .PHONY: reproduce-fedgd-table3-tldr-smollm2
-#: reproduce-fedgd-table3-tldr-smollm2 | FedGD Table 3 (real-world) with the SmolLM2 A/B selector, seeds 0-2 | time not measured (fedpref estimate: about 53 min a seed)
+#: reproduce-fedgd-table3-tldr-smollm2 | FedGD Table 3 (real-world) with the SmolLM2 A/B selector, seeds 0-2 | 77-88 min a seed at one thread (4,596 and 5,266 s)
 reproduce-fedgd-table3-tldr-smollm2: $(STAMP)
 	$(REPRO_SWEEP) tldr_smollm2 --seeds $(SMOLLM2_SEEDS) --set "data.path='$(TLDR_DATA)'" --out $(REPRO)/smollm2_tldr
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_tldr --pair FedGD,FL --pair FL,CL --pair FedGD,FedBiscuit \
