@@ -3,14 +3,16 @@ and the generated results page, README table and research-notes verdicts current
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from fedpref import claims as C
 from fedpref.claims import DOES_NOT_HOLD, HOLDS, INDICATIVE, MIXED, NO_SUMMARY, NOT_RUN, Reading, decide
-from fedpref.cli import main
+from fedpref.cli import build_parser, main
 from fedpref.errors import FedprefError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,3 +192,18 @@ def test_cli_lists_and_re_decides(capsys, tmp_path, toy):
     assert main(["claims", "--summaries", str(rerun), "--format", "json"]) == 0
     listed = {d["id"]: d["verdict"] for d in json.loads(capsys.readouterr().out)}
     assert listed == {"F7": HOLDS, "F7b": HOLDS}
+
+
+def test_every_command_names_a_make_target_or_a_fedpref_command():
+    rules = re.findall(r"^([A-Za-z0-9_. -]+):(?!=)", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.M)
+    targets = {name for names in rules for name in names.split()}
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for claim in C.load_claims():
+        for part in claim.command.replace("&&", ";").split(";"):
+            program, name, *_ = part.split()
+            if program == "make":
+                assert name in targets, (claim.id, name)
+            elif program == "fedpref":
+                assert name in commands, (claim.id, name)
+            else:
+                assert name.endswith(".py") and (ROOT / name).is_file(), (claim.id, part)  # python SCRIPT
