@@ -173,6 +173,16 @@ def test_list_methods_names_every_registered_method(capsys):
     assert "algorithm.options." not in out  # a method's own options belong to `fedpref run --help`
 
 
+def test_list_methods_names_each_methods_paper(capsys):
+    from fedpref.algorithms.registry import methods
+
+    assert all(spec.paper for spec in methods().values())
+    assert main(["list", "methods"]) == 0
+    rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()[1:] if line[:1].strip()}
+    assert rows["FedGD"] == rows["Multi-CL"] == "FedGD" and rows["FedVPA-GP"] == rows["FedVPL+GB"] == "FedVPA-GP"
+    assert rows["FedAvgM"] == "example"
+
+
 def test_list_configs_reads_each_header(capsys, tmp_path):
     (tmp_path / "stage2").mkdir()
     (tmp_path / "a.toml").write_text("# Setting A (Sec. 5.1, App. D). Its second sentence.\nname = 'a'\n")

@@ -240,13 +240,14 @@ def config_description(path: Path) -> str:
 def cmd_list(args: argparse.Namespace, console: Console) -> None:
     table = Table(show_edge=False, box=None, pad_edge=False)
     if args.what == "methods":
-        from fedpref.algorithms.registry import help_rows
+        from fedpref.algorithms.registry import help_rows, methods
 
         table.add_column("method")
+        table.add_column("paper")
         table.add_column("what it is")
-        for name, help_ in help_rows():
-            if not name.startswith(" "):  # the methods' own options are in `fedpref run --help`
-                table.add_row(name, help_)
+        helps = dict(help_rows())  # the methods' own options (indented keys) are in `fedpref run --help`
+        for name, spec in methods().items():
+            table.add_row(name, spec.paper, helps[name])
     else:
         folder = config_folder(args.dir)
         table.add_column("config")

@@ -102,6 +102,7 @@ def no_unseen_clients(cfg: ExperimentConfig, clients: int | None) -> str | None:
     return None
 
 
+PAPER = "FedGD"  # whose method these are (`fedpref list methods`)
 SPECS = (
     MethodSpec(CL.name, build_cl, "one model on the pooled data of all clients (a reference)", centralized=True),
     MethodSpec(

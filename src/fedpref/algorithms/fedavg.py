@@ -106,6 +106,7 @@ def build_fedavg(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, mo
     return FedAvg(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy, secure)
 
 
+PAPER = "FedGD"  # whose method these are (`fedpref list methods`)
 SPECS = (
     MethodSpec(
         FedAvg.name,

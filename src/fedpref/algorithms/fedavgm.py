@@ -71,6 +71,7 @@ def build_fedavgm(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, m
     return FedAvgM(*args, privacy, secure, options=options)
 
 
+PAPER = "example (Hsu et al. 2019)"  # not a paper method: docs/extending.md's worked example
 SPECS = (
     MethodSpec(
         FedAvgM.name,

@@ -182,6 +182,7 @@ def build_fedbiscuit(cfg: ExperimentConfig, infos: list[ClientInfo], init: State
     return FedBiscuit(infos, init, **multi_model_arguments(cfg), reassign_every=cfg.algorithm.reassign_every)
 
 
+PAPER = "FedGD (baseline)"  # whose method these are (`fedpref list methods`)
 SPECS = (
     MethodSpec(
         FedBiscuit.name,

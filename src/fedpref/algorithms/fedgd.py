@@ -215,6 +215,7 @@ def true_groups(infos: list[ClientInfo]) -> dict[str, int]:
     return {c.client_id: labels.index(c.true_group) for c in infos}
 
 
+PAPER = "FedGD"  # whose method these are (`fedpref list methods`)
 SPECS = (
     MethodSpec(
         FedGD.name,

@@ -353,6 +353,7 @@ def _variant_help(prior: str, orthogonal: bool) -> str:
     return f"variational preference adapter: {prior} latent prior, {'with' if orthogonal else 'no'} orthogonal loss"
 
 
+PAPER = "FedVPA-GP"  # whose method these are (`fedpref list methods`)
 SPECS = tuple(
     MethodSpec(name, partial(build_fedvpa, name), _variant_help(*variant), variational=True)
     for name, variant in VARIANTS.items()

@@ -59,6 +59,7 @@ def build_fl_target(cfg: ExperimentConfig, infos: list[ClientInfo], init: State,
     return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy, secure)
 
 
+PAPER = "FedGD"  # whose method these are (`fedpref list methods`)
 SPECS = (
     MethodSpec(
         FLTarget.name,

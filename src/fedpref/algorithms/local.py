@@ -28,4 +28,5 @@ def build_local(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, mod
     return Local(infos, init, 0)
 
 
+PAPER = "FedGD"  # whose method these are (`fedpref list methods`)
 SPECS = (MethodSpec(Local.name, build_local, "no global phase: each client personalizes the untrained initialization"),)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch import nn
@@ -43,6 +43,7 @@ class MethodSpec:
     client_dp: bool = False  # its server step is a mean of client updates: [privacy] (client-level DP) applies
     secure_sum: bool = False  # ... a weighted sum of the round's updates: [secure_aggregation] (SecAgg+) applies
     checks: tuple[Rule, ...] = ()  # the method's own rules on the config (beyond those its flags imply)
+    paper: str = ""  # whose method it is; empty: its module's PAPER
 
     def rules(self) -> tuple[Rule, ...]:
         """Every rule the method declares: the multi-model one its flag implies, then its own `checks`."""
@@ -60,7 +61,9 @@ def methods() -> dict[str, MethodSpec]:
     """Every method by name, in METHOD_MODULES order."""
     specs: dict[str, MethodSpec] = {}
     for module in METHOD_MODULES:
-        for spec in importlib.import_module(f"{__package__}.{module}").SPECS:
+        declared = importlib.import_module(f"{__package__}.{module}")
+        for spec in declared.SPECS:
+            spec = spec if spec.paper else replace(spec, paper=getattr(declared, "PAPER", ""))
             if spec.name in specs:
                 raise ValueError(f"method '{spec.name}' is declared twice (fedpref.algorithms.{module})")
             specs[spec.name] = spec

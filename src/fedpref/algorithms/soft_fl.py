@@ -184,6 +184,7 @@ def build_soft_fl(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, m
     return SoftFL(infos, init, **multi_model_arguments(cfg), refresh_every=a.reassign_every, initial_models=inits)
 
 
+PAPER = "FedGD (baseline)"  # whose method these are (`fedpref list methods`)
 SPECS = (
     MethodSpec(
         SoftFL.name,
