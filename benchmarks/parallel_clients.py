@@ -3,11 +3,12 @@
 A round's clients are independent, so an engine can train them side by side instead of one after another
 with every thread on each op. `--engine threads` (the default) times both ways in one process, each worker
 on its own model replica with one intra-op thread. `--engine flower` runs a config's federated rounds (FL)
-on Flower's Simulation Engine twice per repeat: with `flower.num_cpus` = this machine's CPUs (one client at
-a time, every thread on it) and with `flower.num_cpus` = 1 (one client per CPU at once, one thread each: Ray
-sets each client's OMP_NUM_THREADS to its CPUs). Both modes alternate repeats, print the medians (the
-baseline, the parallel time) and their ratio; the results are the same either way (each client's steps
-depend only on its own generator; `--engine flower` checks the two round logs agree).
+on Flower's Simulation Engine three times per repeat: with `flower.num_cpus` = this machine's CPUs (one
+client at a time; Ray sets its OMP_NUM_THREADS to its CPUs, so every thread works on it), the same with
+OMP_NUM_THREADS=1 (one client at a time on one thread: what is left once threads stop contending), and
+with `flower.num_cpus` = 1 (one client per CPU at once, one thread each). Both engines alternate repeats,
+print the medians (the baselines, the parallel time) and the ratios; the results are the same either way
+(each client's steps depend only on its own generator; `--engine flower` checks the round logs agree).
 
     .venv/bin/python benchmarks/parallel_clients.py [--clients 6] [--steps 8] [--repeats 3]
     .venv/bin/python benchmarks/parallel_clients.py --engine flower --config quick --set federation.rounds=3
@@ -79,21 +80,33 @@ def on_flower(args) -> None:
 
     cpus = os.cpu_count() or 1
     overrides = [*args.set, "algorithm.methods=['FL']"]
-    modes = {"one at a time": cpus, f"{cpus} at a time": 1}  # flower.num_cpus of each client
+    # (flower.num_cpus of each client, OMP_NUM_THREADS: None lets Ray set it to the client's CPUs)
+    modes = {
+        f"1 client at a time, {cpus} CPUs, {cpus} threads": (cpus, None),
+        f"1 client at a time, {cpus} CPUs, 1 thread": (cpus, "1"),  # tells thread contention from parallelism
+        f"{cpus} clients at a time, 1 CPU, 1 thread": (1, None),
+    }
     times: dict[str, list[float]] = {mode: [] for mode in modes}
     logs: dict[str, list[dict]] = {}
     for _ in range(args.repeats):
-        for mode, num_cpus in modes.items():
+        for mode, (num_cpus, threads) in modes.items():
+            if threads is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
+            else:
+                os.environ["OMP_NUM_THREADS"] = threads  # the Ray workers started by this run inherit it
             cfg = load_config(args.config, [*overrides, f"flower.num_cpus={num_cpus}"])
             seconds, log = simulated_rounds(cfg)
             times[mode].append(seconds)
             logs[mode] = [{k: v for k, v in r.items() if k not in ("wall_s", "train_loss")} for r in log]
-    (a_mode, b_mode), rounds = modes, len(logs[next(iter(modes))])
-    a, b = statistics.median(times[a_mode]), statistics.median(times[b_mode])
+    medians = {mode: statistics.median(t) for mode, t in times.items()}
+    *baselines, parallel = modes
+    rounds = len(logs[parallel])
     print(f"{args.config}, FL, {rounds} rounds on the Simulation Engine, {args.repeats} alternating repeats, medians")
-    print(f"  one client at a time, {cpus} CPUs each: {a:.2f} s  {[round(t, 2) for t in times[a_mode]]}")
-    print(f"  {cpus} clients at a time, 1 CPU each:  {b:.2f} s  {[round(t, 2) for t in times[b_mode]]}")
-    print(f"  ratio: {a / b:.2f}x; same round logs: {logs[a_mode] == logs[b_mode]}")
+    for mode in modes:
+        print(f"  {mode + ':':<42} {medians[mode]:7.2f} s  {[round(t, 2) for t in times[mode]]}")
+    for mode in baselines:
+        print(f"  ratio ({mode}) / parallel: {medians[mode] / medians[parallel]:.2f}x")
+    print(f"  same round logs: {all(log == logs[parallel] for log in logs.values())}")
 
 
 def main() -> None:
@@ -104,7 +117,6 @@ def main() -> None:
     parser.set_defaults(clients=6)
     args = parser.parse_args()
     if args.engine == "flower":
-        os.environ.pop("OMP_NUM_THREADS", None)  # Ray then gives each client as many threads as its CPUs
         return on_flower(args)
     threads = torch.get_num_threads()
     sides = [replica(args) for _ in range(threads)]
