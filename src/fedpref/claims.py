@@ -336,7 +336,7 @@ def to_markdown(decisions: Sequence[Decision], summary_link: str = "") -> str:
     lines = ["| claim | source | statement | paper | ours | verdict | command |", "|---|---|---|---|---|---|---|"]
     for d in decisions:
         c = d.claim
-        files = sorted({o.check.quantity.summary for o in d.outcomes})
+        files = list(dict.fromkeys(o.check.quantity.summary for o in d.outcomes))
         link = ", ".join(f"[{f}]({summary_link}{f}.md)" for f in files) if summary_link else ""
         cells = [c.id, f"{c.paper} {c.source}", c.statement, c.paper_number, ours_cell(d, link), d.verdict]
         lines.append("| " + " | ".join(cell(x) for x in cells) + f" | `{cell(c.command)}` |")
@@ -430,9 +430,10 @@ def results_page(decisions: Sequence[Decision]) -> str:
 
 def claim_row(d: Decision) -> str:
     c = d.claim
-    files = sorted({o.check.quantity.summary for o in d.outcomes})
-    links = " ".join(f"([{f}]({f}.md))" for f in files)
-    ours = ours_cell(d) + (f" {links}" if links else "")
+    files = list(dict.fromkeys(o.check.quantity.summary for o in d.outcomes))  # in the checks' order
+    names = ["summary"] if len(files) == 1 else [f"summary {i}" for i in range(1, len(files) + 1)]
+    links = ", ".join(f"[{name}]({f}.md)" for name, f in zip(names, files, strict=True))
+    ours = ours_cell(d) + (f" ({links})" if links else "")
     first = f'<a id="{anchor(c.id)}"></a>{c.id}'
     quote = f'<br>*"{c.sentence}"*' if c.sentence else ""
     cells = [f"{c.statement} ({c.source}){quote}", c.paper_number, ours, f"**{d.verdict}**", f"`{c.command}`"]
