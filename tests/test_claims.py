@@ -129,6 +129,17 @@ def test_claims_decided_on_toy_summaries(toy):
     assert decisions["T3"].verdict == NOT_RUN and decisions["T3"].outcomes == []
 
 
+def test_a_change_over_steps_pairs_only_the_same_seeds(tmp_path):
+    rows = [
+        row("accuracy", "A", 0, 61.0, 58.5, 63.5, [60.0, 62.0, 61.0]),
+        row("accuracy", "A", 10, 71.33, 67.5, 75.2, [70.0, 71.0, 73.0], seeds=(0, 1, 3)),
+    ]
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps({"format": "fedpref-summary/1", "rows": rows}), encoding="utf-8")
+    q = C.Quantity("toy", "g", "A", step=10, from_step=0)
+    assert C.read(C.load_summaries([path]), q) is None
+
+
 def test_a_users_summaries_match_by_method_and_step_under_any_name(tmp_path, toy):
     mine = tmp_path / "my_gpu_rerun.json"
     document = json.loads(toy.read_text(encoding="utf-8"))

@@ -247,6 +247,8 @@ def read(summaries: dict[str, list[dict]], q: Quantity, strict: bool = True) -> 
     start = candidates(summaries, q, q.from_step, strict)
     if len(start) != 1 or len(start[0]["values"]) != len(row["values"]) or not row["values"]:
         return None
+    if start[0].get("seeds") and row.get("seeds") and start[0]["seeds"] != row["seeds"]:
+        return None  # per-seed values pair up only over the same seeds
     est = estimate([b - a for a, b in zip(start[0]["values"], row["values"], strict=True)])
     low, high = est.interval or (None, None)
     return Reading(est.mean, low, high, est.n)
@@ -268,9 +270,11 @@ def decide_claim(claim: Claim, summaries: dict[str, list[dict]], strict: bool = 
     return Decision(claim, combine([o.verdict for o in outcomes]), outcomes)
 
 
-def decide_all(summaries: dict[str, list[dict]], claims: Sequence[Claim] | None = None, strict: bool = True):
+def decide_all(
+    summaries: dict[str, list[dict]], claims: Sequence[Claim] | None = None, strict: bool = True
+) -> list[Decision]:
     """The decision of every claim; not strict (a user's summaries): only the claims with a reading."""
-    decisions = [decide_claim(c, summaries, strict) for c in claims or load_claims()]
+    decisions = [decide_claim(c, summaries, strict) for c in (load_claims() if claims is None else claims)]
     if strict:
         return decisions
     return [d for d in decisions if any(o.reading is not None for o in d.outcomes)]
