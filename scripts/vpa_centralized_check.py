@@ -32,11 +32,12 @@ def main(p_logit: float, lr: float, steps: int) -> None:
     optimizer = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95))
     generator = torch.Generator().manual_seed(0)
     streams = [BatchStream(len(c.train), 8, generator) for c in clients]
+    settings = LossSettings.from_config(cfg.variational, cfg.vpa_diagnosis, orthogonal=False)
     for step in range(steps):
         model.train()
         i = step % len(clients)
         out = model.training_outputs(clients[i].train, streams[i].next(), generator)
-        loss = local_loss(out, LossSettings(orthogonal=False), model.prototypes, 5.0, None, None, None)["loss"]
+        loss = local_loss(out, settings, model.prototypes, 5.0, None, None, None)["loss"]
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -207,3 +207,20 @@ def test_a_newer_config_version_is_refused(tmp_path):
     path.write_text("config_version = 2\n")
     with pytest.raises(ConfigError, match=r"config\.toml: 'config_version' 2 is not one this fedpref reads \(0-1\)"):
         load_config(path)
+
+
+def test_an_old_variational_table_with_the_study_keys_loads_into_vpa_diagnosis(tmp_path):
+    """Run folders written before [vpa_diagnosis] have the study's switches in [variational]: they load to the same
+    config, with the same digest, as the new table gives; set in both places, a key is an error."""
+    old = load_config(FIXTURES / "run_tiny_v0" / "config.toml")  # every [variational] key, the study's included
+    assert old.vpa_diagnosis == ExperimentConfig().vpa_diagnosis and "vpa_diagnosis" not in old.to_dict()
+    path = tmp_path / "config.toml"
+    path.write_text('config_version = 1\n[variational]\nassignment = "oracle"\nbeta = 0.5\n')
+    moved = load_config(path)
+    new = load_config(None, ["vpa_diagnosis.assignment='oracle'", "variational.beta=0.5"])
+    assert moved == new and moved.digest() == new.digest() != load_config(None, ["variational.beta=0.5"]).digest()
+    assert (moved.vpa_diagnosis.assignment, moved.variational.beta) == ("oracle", 0.5)
+    assert new.to_dict()["vpa_diagnosis"]["assignment"] == "oracle" and "assignment" not in new.to_dict()["variational"]
+    path.write_text('[variational]\nassignment = "oracle"\n[vpa_diagnosis]\nassignment = "all_clients"\n')
+    with pytest.raises(ConfigError, match=r"assignment set in both \[variational\] and \[vpa_diagnosis\]"):
+        load_config(path)

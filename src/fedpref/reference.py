@@ -68,10 +68,12 @@ def methods_page() -> str:
     yes = {True: "yes", False: ""}
     for spec in methods().values():
         options = f"[`{spec.name}` options](#{spec.name.lower().replace('+', '')}-options)" if spec.options else ""
+        if spec.options_table:  # a family's shared table, in the config reference
+            options = f"[`[{spec.options_table}]`](config.md#{spec.options_table})"
         flags = (spec.centralized, spec.multi_model, spec.variational, spec.client_dp, spec.secure_sum)
         lines.append(f"| `{spec.name}` | {_cell(spec.help)} | " + " | ".join(yes[f] for f in flags) + f" | {options} |")
     for spec in methods().values():
-        if spec.options is None:
+        if spec.options is None or spec.options_table:
             continue
         lines += ["", f"## {spec.name} options", "", f"`[algorithm.options.{spec.name}]` in a config.", ""]
         lines += ["| key | type | default | help |", "|---|---|---|---|"]

@@ -1,5 +1,6 @@
 """FedVPA-GP / FedVPL server (Algorithm 1), client step (Algorithm 2), evaluation, and a 2-round smoke run."""
 
+import dataclasses
 import json
 import logging
 import math
@@ -7,12 +8,12 @@ import math
 import pytest
 import torch
 
-from fedpref.algorithms.fedvpa import VARIANTS, FedVPA, Settings
-from fedpref.algorithms.registry import method_spec
+from fedpref.algorithms.fedvpa import VARIANTS, FedVPA, Settings, spec_from_config
+from fedpref.algorithms.registry import check_methods, method_options, method_spec
 from fedpref.client.trainer import LocalTrainer, OptimConfig
-from fedpref.client.variational import GUMBEL_KEY
+from fedpref.client.variational import GUMBEL_KEY, LossSettings
 from fedpref.client.worker import EncodedClient, Trainers, handle_task
-from fedpref.config import load_config
+from fedpref.config import VariationalConfig, VPADiagnosisConfig, load_config
 from fedpref.data.splits import split_clients
 from fedpref.data.synthetic import generate_synthetic_with_axes
 from fedpref.engines.inprocess import InProcessTransport
@@ -25,7 +26,10 @@ from fedpref.models.variational_math import init_prototypes
 from fedpref.protocol import EVALUATE_SELECTOR, TRAIN_VARIATIONAL, ClientInfo, Reply, Task
 
 D = 4
-SPEC = VariationalSpec(latent_dim=D, feature_dim=8)
+# The paper's literal steps (the sampled z, one lr, no centring or scaling), as these tests were written for.
+PAPER = {"selector_reads": "sample", "base_lr_scale": 1.0, "center_latents": False, "scale_latents": False}
+SPEC = VariationalSpec.from_config(VariationalConfig(latent_dim=D, feature_dim=8, **PAPER), VPADiagnosisConfig(), 0)
+OPTION_KEYS = {f.name for f in dataclasses.fields(VariationalConfig)}
 
 
 # ---------------------------------------------------------------- server logic with hand-made replies
@@ -34,7 +38,9 @@ SPEC = VariationalSpec(latent_dim=D, feature_dim=8)
 def server(prior="mixture", orthogonal=True, per_round=4, ids=("a", "b", "c", "d"), **settings) -> FedVPA:
     infos = [ClientInfo(c, 10, "G1" if c in "ab" else "G2") for c in ids]
     init = {"w": torch.zeros(2), "prototypes": init_prototypes(2, D, 5.0, torch.Generator().manual_seed(0))}
-    return FedVPA(infos, init, 3, per_round, 2, 0, SPEC, Settings(prior, orthogonal, **settings))
+    options = {**PAPER, **{k: settings.pop(k) for k in OPTION_KEYS & set(settings)}}  # the rest: the study's
+    options, study = VariationalConfig(latent_dim=D, feature_dim=8, **options), VPADiagnosisConfig(**settings)
+    return FedVPA(infos, init, 3, per_round, 2, 0, SPEC, Settings.from_config(prior, orthogonal, options, study))
 
 
 def reply(task: Task, mu: list[float], var: list[float] | None = None, w: float = 1.0) -> Reply:
@@ -316,3 +322,38 @@ def test_config_validation_names_the_variational_key():
         load_config(None, ["variational.base_lr_scale=-1"])
     with pytest.raises(ConfigError, match="model.head"):
         load_config(None, ["algorithm.methods=['FedVPL']", "model.head='selector'"])
+
+
+def test_the_model_and_the_loss_see_the_defaults_of_variational_config():
+    """VariationalConfig (and the study's VPADiagnosisConfig) hold the only defaults: the spec the model is built
+    from and the loss settings a client reads take each field from them, by name."""
+    cfg = load_config(None, ["algorithm.methods=['FedVPA-GP']"])
+    options, study = VariationalConfig(), VPADiagnosisConfig()
+    assert method_options(cfg, "FedVPA-GP") == options and cfg.vpa_diagnosis == study
+    spec = spec_from_config(cfg)
+    loss = LossSettings(**Settings.from_config("mixture", True, options, study).loss_payload())
+    for seen in (spec, loss):
+        for f in dataclasses.fields(seen):
+            table = next((t for t in (options, study) if hasattr(t, f.name)), None)
+            if f.name in ("seed", "orthogonal", "z_path_lr_scale"):  # the run's seed, the variant, the warm-up's
+                assert table is None, f.name
+            else:
+                assert getattr(seen, f.name) == getattr(table, f.name), f.name
+    # where the lower dataclasses' own defaults once said otherwise (the paper's literal steps)
+    assert spec.selector_reads == "mean" and loss.base_lr_scale == 0.1
+    for lower in (VariationalSpec, Settings, LossSettings):  # no default of their own to disagree with
+        assert [f.name for f in dataclasses.fields(lower) if f.default is not dataclasses.MISSING] in (
+            [],
+            ["z_path_lr_scale"],
+        )
+
+
+def test_the_fedvpa_family_reads_its_options_from_one_table():
+    cfg = load_config(None, ["variational.beta=0.5", "algorithm.methods=['FedVPL','FedVPA-GP']"])
+    assert {name: method_options(cfg, name).beta for name in VARIANTS} == dict.fromkeys(VARIANTS, 0.5)
+    with pytest.raises(
+        ConfigError, match=r"'algorithm.options.FedVPA-GP': FedVPA-GP's options are the \[variational\]"
+    ):
+        check_methods(load_config(None, ["algorithm.options.FedVPA-GP.beta=0.5"]))
+    with pytest.raises(ConfigError, match="vpa_diagnosis.assignment"):
+        load_config(None, ["vpa_diagnosis.assignment='random'"])

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedpref.config import ExperimentConfig
+from fedpref.config import ExperimentConfig, VariationalConfig, VPADiagnosisConfig
 from fedpref.data.synthetic import generate_synthetic_with_axes
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import trainable_state
@@ -22,7 +22,9 @@ from fedpref.models.variational import (
     variational_model,
 )
 
-SPEC = VariationalSpec(latent_dim=8, feature_dim=16, sigma_max=0.5)
+# The paper's literal reading of z in training (the sampled z of Eq. 17), as these tests were written for.
+OPTIONS = VariationalConfig(latent_dim=8, feature_dim=16, sigma_max=0.5, selector_reads="sample")
+SPEC = VariationalSpec.from_config(OPTIONS, VPADiagnosisConfig(), seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from fedpref.cli import main
 from fedpref.client.variational import LossSettings, local_loss
-from fedpref.config import ExperimentConfig, LoraConfig
+from fedpref.config import ExperimentConfig, LoraConfig, VariationalConfig, VPADiagnosisConfig
 from fedpref.data.pairs import PreferencePair
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import load_trainable_state, trainable_state
@@ -26,7 +26,10 @@ from fedpref.models.selector_reward import (
 from fedpref.models.variational import VariationalSelector, VariationalSpec, position_flags
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # peft on a directly built Llama
-SPEC = VariationalSpec(latent_dim=8, feature_dim=16, sigma_max=0.5)
+# The paper's literal reading of z in training (the sampled z of Eq. 17), as these tests were written for.
+OPTIONS = VariationalConfig(latent_dim=8, feature_dim=16, sigma_max=0.5, selector_reads="sample")
+SPEC = VariationalSpec.from_config(OPTIONS, VPADiagnosisConfig(), seed=0)
+LOSS = LossSettings.from_config(OPTIONS, VPADiagnosisConfig(), orthogonal=True)
 # Responses ending in punctuation, a newline, trailing spaces and a word: the span ends must skip only
 # the whitespace between a response and the next marker.
 ENDINGS = ("friend {i}!", "case {i}.\n", "number {i}  ", "plainly {i}", "done {i}?\n\n")
@@ -231,7 +234,7 @@ def test_training_moves_lora_and_the_variational_modules_not_the_frozen_lm(stori
     model.train()
     for _ in range(3):
         out = model.training_outputs(enc, torch.randperm(len(enc), generator=generator)[:6], generator)
-        loss = local_loss(out, LossSettings(), model.prototypes, SPEC.prototype_scale, 0, None, None)["loss"]
+        loss = local_loss(out, LOSS, model.prototypes, SPEC.prototype_scale, 0, None, None)["loss"]
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

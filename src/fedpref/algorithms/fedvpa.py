@@ -13,9 +13,16 @@ from torch import nn
 
 from fedpref.algorithms.aggregation import copy_state, uniform_average
 from fedpref.algorithms.base import Algorithm
-from fedpref.algorithms.registry import MethodSpec
+from fedpref.algorithms.registry import MethodSpec, method_options
 from fedpref.algorithms.sampling import group_debiased_sample, uniform_sample
-from fedpref.config import VARIATIONAL_CHOICES, ExperimentConfig
+from fedpref.config import (
+    VARIATIONAL_CHOICES,
+    VPA_DIAGNOSIS_CHOICES,
+    ExperimentConfig,
+    VariationalConfig,
+    VPADiagnosisConfig,
+    derive,
+)
 from fedpref.models.adapters import State
 from fedpref.models.variational import BASE_PREFIX, VariationalSpec, variational_model
 from fedpref.models.variational_math import balanced_kmeans, match_clusters
@@ -46,28 +53,33 @@ SERVER_ONLY = (
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Variant and loss weights (Eq. 10-11) the server sends to every client (`Task.payload["loss"]`).
+    """Variant and loss weights (Eq. 10-11) the server sends to every client (`Task.payload["loss"]`), and its own
+    (SERVER_ONLY). Every field is required: a run's settings are `from_config` (the defaults live in
+    `VariationalConfig`, the study's switches in `VPADiagnosisConfig`)."""
 
-    These defaults are the paper's literal steps; runs take every value from `VariationalConfig`, whose defaults
-    ship the fix of docs/fedvpa.md (base_lr_scale 0.1, centred and scaled latents).
-    """
+    prior: str
+    orthogonal: bool
+    beta: float
+    lambda_orth: float
+    gamma: float
+    tau: float
+    gumbel_lr: float
+    latent_lr_scale: float
+    base_lr_scale: float
+    inference_lr_scale: float
+    assignment: str
+    sampling: str
+    oracle_from_round: int
+    latent_warmup_rounds: int
+    center_latents: bool
+    scale_latents: bool
 
-    prior: str = "mixture"
-    orthogonal: bool = True
-    beta: float = 0.01
-    lambda_orth: float = 1.0
-    gamma: float = 0.1
-    tau: float = 1.0
-    gumbel_lr: float = 0.0
-    latent_lr_scale: float = 1.0
-    base_lr_scale: float = 1.0
-    inference_lr_scale: float = 1.0
-    assignment: str = "participants"
-    sampling: str = "uniform"
-    oracle_from_round: int = 0
-    latent_warmup_rounds: int = 0
-    center_latents: bool = False
-    scale_latents: bool = False
+    @classmethod
+    def from_config(
+        cls, prior: str, orthogonal: bool, options: VariationalConfig, study: VPADiagnosisConfig
+    ) -> Settings:
+        """The variant's settings: each field by name from the method's options, else the study's switches."""
+        return derive(cls, options, study, prior=prior, orthogonal=orthogonal)
 
     def loss_payload(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in SERVER_ONLY}
@@ -126,10 +138,10 @@ class FedVPA(Algorithm):
         super().__init__(clients, init_state, num_rounds)
         if settings.prior not in PRIORS:
             raise ValueError(f"prior must be one of {', '.join(PRIORS)}, got {settings.prior!r}")
-        for key in ("assignment", "sampling"):  # labels for k-means (Sec. 4.2) and who trains each round
-            if getattr(settings, key) not in VARIATIONAL_CHOICES[key]:
-                allowed = ", ".join(VARIATIONAL_CHOICES[key])
-                raise ValueError(f"{key} must be one of {allowed}, got {getattr(settings, key)!r}")
+        choices = {"assignment": VPA_DIAGNOSIS_CHOICES["assignment"], "sampling": VARIATIONAL_CHOICES["sampling"]}
+        for key, allowed in choices.items():  # labels for k-means (Sec. 4.2) and who trains each round
+            if getattr(settings, key) not in allowed:
+                raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(settings, key)!r}")
         self.name, self.spec, self.settings = name, spec, settings
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps, self.seed = clients_per_round, local_steps, seed
@@ -300,47 +312,16 @@ class FedVPA(Algorithm):
 
 
 def spec_from_config(cfg: ExperimentConfig) -> VariationalSpec:
-    """The architecture part of `cfg.variational` (seeded by the experiment seed)."""
-    v = cfg.variational
-    return VariationalSpec(
-        latent_dim=v.latent_dim,
-        feature_dim=v.feature_dim,
-        sigma_max=v.sigma_max,
-        p_logit=v.p_logit,
-        num_prototypes=v.num_prototypes,
-        prototype_scale=v.prototype_scale,
-        conditioning=v.conditioning,
-        latent_context=v.latent_context,
-        latent_source=v.latent_source,
-        selector_reads=v.selector_reads,
-        selector_basis=v.selector_basis,
-        detach_latent=v.detach_latent,
-        seed=cfg.seed,
-    )
+    """The architecture part of the FedVPA family's options (seeded by the experiment seed)."""
+    return VariationalSpec.from_config(cfg.variational, cfg.vpa_diagnosis, cfg.seed)
 
 
 def build_fedvpa(name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedVPA:
-    """The builder of the variant `name` of VARIANTS, configured from `cfg.variational`."""
-    prior, orthogonal = VARIANTS[name]
-    v, spec = cfg.variational, spec_from_config(cfg)
-    settings = Settings(
-        prior,
-        orthogonal,
-        v.beta,
-        v.lambda_orth,
-        v.gamma,
-        v.tau,
-        v.gumbel_lr,
-        v.latent_lr_scale,
-        v.base_lr_scale,
-        v.inference_lr_scale,
-        v.assignment,
-        v.sampling,
-        v.oracle_from_round,
-        v.latent_warmup_rounds,
-        v.center_latents,
-        v.scale_latents,
-    )
+    """The builder of the variant `name` of VARIANTS, configured from its options ([variational]) and the
+    diagnosis study's switches ([vpa_diagnosis])."""
+    options, study = method_options(cfg, name), cfg.vpa_diagnosis
+    spec = VariationalSpec.from_config(options, study, cfg.seed)
+    settings = Settings.from_config(*VARIANTS[name], options, study)
     with torch.no_grad():
         init_state = variational_model(model, spec).initial_state(init)
     f = cfg.federation
@@ -355,6 +336,13 @@ def _variant_help(prior: str, orthogonal: bool) -> str:
 
 PAPER = "FedVPA-GP"  # whose method these are (`fedpref list methods`)
 SPECS = tuple(
-    MethodSpec(name, partial(build_fedvpa, name), _variant_help(*variant), variational=True)
+    MethodSpec(
+        name,
+        partial(build_fedvpa, name),
+        _variant_help(*variant),
+        variational=True,
+        options=VariationalConfig,
+        options_table="variational",
+    )
     for name, variant in VARIANTS.items()
 )

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedpref.client.trainer import BatchStream, LocalTrainer, OptimConfig, seed_global_rng
+from fedpref.config import VariationalConfig, VPADiagnosisConfig, derive
 from fedpref.models.adapters import load_trainable_state, trainable_state
 from fedpref.models.encoded import EncodedPairs
 from fedpref.models.variational import (
@@ -40,18 +41,24 @@ GUMBEL_KEY = "gumbel_logits"  # client.memory[GUMBEL_KEY]: {peer client id: log 
 
 @dataclass(frozen=True)
 class LossSettings:
-    """Weights of Eq. 10 and the prior's settings, sent by the server in `Task.payload["loss"]`."""
+    """Weights of Eq. 10 and the prior's settings, sent by the server in `Task.payload["loss"]` (every field but
+    the warm-up's is required: the server derives them from `VariationalConfig`)."""
 
-    beta: float = 0.01
-    lambda_orth: float = 1.0
-    gamma: float = 0.1
-    tau: float = 1.0
-    orthogonal: bool = True
-    gumbel_lr: float = 0.0  # 0: the training learning rate
-    latent_lr_scale: float = 1.0  # lr of the variational modules (inference net, f, W, prototypes) / training lr
-    base_lr_scale: float = 1.0  # lr of the wrapped reward model (LoRA, scalar head) / training lr; 0 freezes it
-    inference_lr_scale: float = 1.0  # lr of the inference network and prototypes / the z path's lr; 0 freezes them
+    beta: float
+    lambda_orth: float
+    gamma: float
+    tau: float
+    orthogonal: bool
+    gumbel_lr: float  # 0: the training learning rate
+    latent_lr_scale: float  # lr of the variational modules (inference net, f, W, prototypes) / training lr
+    base_lr_scale: float  # lr of the wrapped reward model (LoRA, scalar head) / training lr; 0 freezes it
+    inference_lr_scale: float  # lr of the inference network and prototypes / the z path's lr; 0 freezes them
     z_path_lr_scale: float = 1.0  # set to 0 in latent warm-up rounds only (f and W stay as received)
+
+    @classmethod
+    def from_config(cls, options: VariationalConfig, study: VPADiagnosisConfig, orthogonal: bool) -> LossSettings:
+        """The loss settings of a variant: each field by name from the method's options, else the study's."""
+        return derive(cls, options, study, orthogonal=orthogonal)
 
 
 @dataclass

@@ -9,7 +9,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fedpref.config import CONDITIONINGS, LATENT_CONTEXTS, VARIATIONAL_CHOICES
+from fedpref.config import (
+    CONDITIONINGS,
+    LATENT_CONTEXTS,
+    VARIATIONAL_CHOICES,
+    VPA_DIAGNOSIS_CHOICES,
+    VariationalConfig,
+    VPADiagnosisConfig,
+    derive,
+)
 from fedpref.errors import ConfigError
 from fedpref.models.adapters import State, trainable_state
 from fedpref.models.encoded import EncodedPairs
@@ -33,23 +41,27 @@ class VariationalSpec:
     selector_reads: in training the selector reads the sampled z ('sample', Eq. 17) or its context posterior's
     mean ('mean', no sampling noise); detach_latent: the selector's loss does not reach the inference network.
     selector_basis: 'latent' (f reads z) or 'prototypes' (f reads z's coordinates along the prototypes).
-    These defaults are the paper's literal steps; runs build the spec from `VariationalConfig` (which reads the
-    posterior mean by default, docs/choices.md).
+    Every field is required: a run's spec is `from_config` (the defaults live in `VariationalConfig`).
     """
 
-    latent_dim: int = 32
-    feature_dim: int = 64
-    sigma_max: float = 0.5
-    p_logit: float = 0.0
-    num_prototypes: int = 2
-    prototype_scale: float = 5.0
-    conditioning: str = "projected"
-    latent_context: str = "other_half"
-    latent_source: str = "inferred"
-    selector_reads: str = "sample"
-    selector_basis: str = "latent"
-    detach_latent: bool = False
-    seed: int = 0
+    latent_dim: int
+    feature_dim: int
+    sigma_max: float
+    p_logit: float
+    num_prototypes: int
+    prototype_scale: float
+    conditioning: str
+    latent_context: str
+    latent_source: str
+    selector_reads: str
+    selector_basis: str
+    detach_latent: bool
+    seed: int
+
+    @classmethod
+    def from_config(cls, options: VariationalConfig, study: VPADiagnosisConfig, seed: int) -> VariationalSpec:
+        """The spec of a run: each field by name from the method's options, else the diagnosis study's switches."""
+        return derive(cls, options, study, seed=seed)
 
     def to_payload(self) -> dict:
         return dataclasses.asdict(self)
@@ -287,7 +299,7 @@ def oracle_latent(group: str | None, spec: VariationalSpec) -> torch.Tensor:
     difference on top of a shared offset, as inferred latents have before they are centred.
     """
     if group is None or not group.lstrip("G").isdigit():
-        raise ConfigError(f"variational.latent_source = 'oracle' needs clients with a true type G<k>, got {group!r}")
+        raise ConfigError(f"vpa_diagnosis.latent_source = 'oracle' needs clients with a true type G<k>, got {group!r}")
     index = int(group.lstrip("G")) - 1
     if not 0 <= index < spec.latent_dim - 1:
         raise ConfigError(f"type {group} has no oracle latent in d = {spec.latent_dim} dimensions")
@@ -300,9 +312,10 @@ def oracle_latent(group: str | None, spec: VariationalSpec) -> torch.Tensor:
 
 def check_spec(spec: VariationalSpec) -> None:
     choices = {"conditioning": CONDITIONINGS, "latent_context": LATENT_CONTEXTS, **VARIATIONAL_CHOICES}
-    for key, allowed in choices.items():
+    tables = {**dict.fromkeys(choices, "variational"), **dict.fromkeys(VPA_DIAGNOSIS_CHOICES, "vpa_diagnosis")}
+    for key, allowed in {**choices, **VPA_DIAGNOSIS_CHOICES}.items():
         if hasattr(spec, key) and getattr(spec, key) not in allowed:
-            raise ConfigError(f"variational.{key} must be one of {', '.join(allowed)}")
+            raise ConfigError(f"{tables[key]}.{key} must be one of {', '.join(allowed)}")
     if not 1 <= spec.num_prototypes <= spec.latent_dim:
         raise ConfigError("variational.num_prototypes must be between 1 and variational.latent_dim")
 
