@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from fedpref.algorithms.fedvpa import VARIANTS, FedVPA, Settings, spec_from_config
+from fedpref.algorithms.fedvpa import VARIANTS, FedVPA, FedVPAStudy, Settings, algorithm_class, spec_from_config
 from fedpref.algorithms.registry import check_methods, method_options, method_spec
 from fedpref.client.trainer import LocalTrainer, OptimConfig
 from fedpref.client.variational import GUMBEL_KEY, LossSettings
@@ -40,7 +40,8 @@ def server(prior="mixture", orthogonal=True, per_round=4, ids=("a", "b", "c", "d
     init = {"w": torch.zeros(2), "prototypes": init_prototypes(2, D, 5.0, torch.Generator().manual_seed(0))}
     options = {**PAPER, **{k: settings.pop(k) for k in OPTION_KEYS & set(settings)}}  # the rest: the study's
     options, study = VariationalConfig(latent_dim=D, feature_dim=8, **options), VPADiagnosisConfig(**settings)
-    return FedVPA(infos, init, 3, per_round, 2, 0, SPEC, Settings.from_config(prior, orthogonal, options, study))
+    settings = Settings.from_config(prior, orthogonal, options, study)
+    return algorithm_class(study)(infos, init, 3, per_round, 2, 0, SPEC, settings)
 
 
 def reply(task: Task, mu: list[float], var: list[float] | None = None, w: float = 1.0) -> Reply:
@@ -357,3 +358,14 @@ def test_the_fedvpa_family_reads_its_options_from_one_table():
         check_methods(load_config(None, ["algorithm.options.FedVPA-GP.beta=0.5"]))
     with pytest.raises(ConfigError, match="vpa_diagnosis.assignment"):
         load_config(None, ["vpa_diagnosis.assignment='random'"])
+
+
+def test_the_study_s_server_switches_live_in_their_own_class():
+    """The method runs as FedVPA, whose tasks never carry the study's flags; a [vpa_diagnosis] switch gives
+    FedVPAStudy, which adds them."""
+    assert algorithm_class(VPADiagnosisConfig()) is FedVPA
+    assert algorithm_class(VPADiagnosisConfig(latent_source="oracle")) is FedVPAStudy
+    plain, study = server(), server(oracle_from_round=1)
+    assert type(plain) is FedVPA and type(study) is FedVPAStudy
+    assert not {"oracle_blind", "latent_warmup"} & set(plain.next_tasks(0)[0].payload)
+    assert [study.next_tasks(r)[0].payload.get("oracle_blind") for r in range(2)] == [True, None]

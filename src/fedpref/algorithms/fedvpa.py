@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import math
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -138,10 +139,9 @@ class FedVPA(Algorithm):
         super().__init__(clients, init_state, num_rounds)
         if settings.prior not in PRIORS:
             raise ValueError(f"prior must be one of {', '.join(PRIORS)}, got {settings.prior!r}")
-        choices = {"assignment": VPA_DIAGNOSIS_CHOICES["assignment"], "sampling": VARIATIONAL_CHOICES["sampling"]}
-        for key, allowed in choices.items():  # labels for k-means (Sec. 4.2) and who trains each round
-            if getattr(settings, key) not in allowed:
-                raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(settings, key)!r}")
+        if settings.sampling not in VARIATIONAL_CHOICES["sampling"]:  # who trains each round
+            allowed = ", ".join(VARIATIONAL_CHOICES["sampling"])
+            raise ValueError(f"sampling must be one of {allowed}, got {settings.sampling!r}")
         self.name, self.spec, self.settings = name, spec, settings
         self.global_state = copy_state(init_state)
         self.clients_per_round, self.local_steps, self.seed = clients_per_round, local_steps, seed
@@ -167,22 +167,8 @@ class FedVPA(Algorithm):
         )
         if self.settings.orthogonal:
             self.history[-1]["prototype_index"] = protos
-        blind = round_idx < self.settings.oracle_from_round  # diagnostic: the oracle z is withheld (zeros)
-        warmup = round_idx < self.settings.latent_warmup_rounds  # only the inference network trains
-        flags = {**({"oracle_blind": True} if blind else {}), **({"latent_warmup": True} if warmup else {})}
-        if warmup:
-            self.history[-1]["latent_warmup"] = True
-        return [
-            Task(
-                c,
-                TRAIN_VARIATIONAL,
-                [self.global_state],
-                self.local_steps,
-                None,
-                {**self.payload(prior, protos[c]), **flags},
-            )
-            for c in sampled
-        ]
+        payloads = {c: self.payload(prior, protos[c]) for c in sampled}
+        return [Task(c, TRAIN_VARIATIONAL, [self.global_state], self.local_steps, None, payloads[c]) for c in sampled]
 
     def sample(self, round_idx: int) -> list[str]:
         """This round's participants: uniform, or one group-debiased draw over the clients' labels (a client
@@ -219,8 +205,6 @@ class FedVPA(Algorithm):
         """The client's k-means label from last round; else its last mean's nearest centroid; else none."""
         if not self.settings.orthogonal:
             return None
-        if self.settings.assignment == "oracle":
-            return self.true_type_index(client_id)
         if client_id in self.prototype_of:
             return self.prototype_of[client_id]
         if client_id in self.last_mean and self.cluster_centroids:
@@ -264,11 +248,12 @@ class FedVPA(Algorithm):
             return
         ids = list(stats)
         self.prior = {"ids": ids, "mu": [stats[c][0] for c in ids], "var": [stats[c][1] for c in ids]}
-        if self.settings.orthogonal and self.settings.assignment == "participants":
-            self.assign_prototypes(ids, np.array(self.prior["mu"]))
-        elif self.settings.orthogonal and self.settings.assignment == "all_clients":
-            known = list(self.last_mean)
-            self.assign_prototypes(known, np.array([self.last_mean[c] for c in known]))
+        if self.settings.orthogonal:
+            self.label_clients(ids)
+
+    def label_clients(self, ids: list[str]) -> None:
+        """Prototype labels from balanced k-means over the round's participants' means (Sec. 4.2)."""
+        self.assign_prototypes(ids, np.array(self.prior["mu"]))
 
     def assign_prototypes(self, ids: list[str], means: np.ndarray) -> None:
         """Balanced k-means (k = M) over the client means, clusters matched to the shared prototypes."""
@@ -279,7 +264,8 @@ class FedVPA(Algorithm):
         self.cluster_centroids = [(centroids[k].tolist(), to_proto[k]) for k in range(len(centroids))]
 
     def true_type_index(self, client_id: str) -> int:
-        """The prototype of the client's true type G<k>: k - 1 modulo M (assignment 'oracle', a diagnostic)."""
+        """The prototype of the client's true type G<k>: k - 1 modulo M (sampling 'by_true_type' and the study's
+        assignment 'oracle', diagnostics)."""
         group = next(c.true_group for c in self.clients if c.client_id == client_id)
         if group is None or not group.lstrip("G").isdigit():
             raise ValueError(f"assignment 'oracle' needs true types G<k>; client {client_id} has {group!r}")
@@ -311,6 +297,49 @@ class FedVPA(Algorithm):
         return summarize({r.client_id: r.metrics for r in replies})
 
 
+class FedVPAStudy(FedVPA):
+    """FedVPA-GP under the diagnosis study's server switches ([vpa_diagnosis]; docs/fedvpa.md, "Diagnosis"):
+    who labels the clients (`assignment`) and the rounds whose tasks withhold the oracle z or train the inference
+    network alone (`oracle_from_round`, `latent_warmup_rounds`). Built only when the study sets a switch, so the
+    method's own path (FedVPA) has no branch for them."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if self.settings.assignment not in VPA_DIAGNOSIS_CHOICES["assignment"]:  # labels for k-means (Sec. 4.2)
+            allowed = ", ".join(VPA_DIAGNOSIS_CHOICES["assignment"])
+            raise ValueError(f"assignment must be one of {allowed}, got {self.settings.assignment!r}")
+
+    def next_tasks(self, round_idx: int) -> list[Task]:
+        tasks = super().next_tasks(round_idx)
+        blind = round_idx < self.settings.oracle_from_round  # the oracle z is withheld (zeros)
+        warmup = round_idx < self.settings.latent_warmup_rounds  # only the inference network trains
+        flags = {**({"oracle_blind": True} if blind else {}), **({"latent_warmup": True} if warmup else {})}
+        if tasks and warmup:
+            self.history[-1]["latent_warmup"] = True
+        for task in tasks:
+            task.payload.update(flags)
+        return tasks
+
+    def prototype_index(self, client_id: str) -> int | None:
+        if self.settings.orthogonal and self.settings.assignment == "oracle":
+            return self.true_type_index(client_id)
+        return super().prototype_index(client_id)
+
+    def label_clients(self, ids: list[str]) -> None:
+        """'participants': the method's; 'all_clients': k-means over every client's latest mean; 'oracle': none
+        (`prototype_index` reads the true type)."""
+        if self.settings.assignment == "participants":
+            super().label_clients(ids)
+        elif self.settings.assignment == "all_clients":
+            known = list(self.last_mean)
+            self.assign_prototypes(known, np.array([self.last_mean[c] for c in known]))
+
+
+def algorithm_class(study: VPADiagnosisConfig) -> type[FedVPA]:
+    """FedVPA for the method itself; FedVPAStudy once the diagnosis study sets one of its switches."""
+    return FedVPA if study == VPADiagnosisConfig() else FedVPAStudy
+
+
 def spec_from_config(cfg: ExperimentConfig) -> VariationalSpec:
     """The architecture part of the FedVPA family's options (seeded by the experiment seed)."""
     return VariationalSpec.from_config(cfg.variational, cfg.vpa_diagnosis, cfg.seed)
@@ -325,7 +354,7 @@ def build_fedvpa(name: str, cfg: ExperimentConfig, infos: list[ClientInfo], init
     with torch.no_grad():
         init_state = variational_model(model, spec).initial_state(init)
     f = cfg.federation
-    return FedVPA(
+    return algorithm_class(study)(
         infos, init_state, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, spec, settings, name
     )
 
