@@ -43,7 +43,7 @@ class TaskConfig:
     )
     data_path: str = _help(
         "hh: a folder of {subset}.{split}.jsonl.gz (helpful-base, harmless-base) or the hub id Anthropic/hh-rlhf.",
-        "../shared/data/hh-rlhf",
+        "Anthropic/hh-rlhf",
     )
 
 
@@ -166,9 +166,9 @@ class Stage2Config:
     name: str = _help("Run name (default output folder runs/<name>).", "stage2")
     seed: int = _help("Seed of prompts, data, sampling and initialization.", 0)
     policy_path: str = _help(
-        "The policy: 'smollm2' (the embedded SmolLM2-135M-Instruct), a .gguf file, a local Hugging Face causal LM "
-        "folder or, online, a hub id.",
-        "../shared/models/stories260K/hf",
+        "The policy: 'smollm2' (the embedded SmolLM2-135M-Instruct), a .gguf file (or, online, a hub one: "
+        "'owner/repo/path.gguf'), a local Hugging Face causal LM folder or, online, a hub id (default: stories260K).",
+        "ggml-org/models/tinyllamas/stories260K.gguf",
     )
     device: str = _help(
         "Torch device of the whole pipeline: 'cpu', 'cuda', 'cuda:1', 'mps' or 'auto' (a GPU where there is one); "
