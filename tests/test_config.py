@@ -224,3 +224,5 @@ def test_an_old_variational_table_with_the_study_keys_loads_into_vpa_diagnosis(t
     path.write_text('[variational]\nassignment = "oracle"\n[vpa_diagnosis]\nassignment = "all_clients"\n')
     with pytest.raises(ConfigError, match=r"assignment set in both \[variational\] and \[vpa_diagnosis\]"):
         load_config(path)
+    with pytest.raises(ConfigError, match=r"'variational.assignment' .*; a diagnosis switch: vpa_diagnosis"):
+        load_config(None, ["variational.assignment='oracle'"])

@@ -767,8 +767,11 @@ def _check_override(item: str, key: str, value: Any, schema: type) -> None:
         section = ".".join(parts[:depth])
         if part not in names:
             known = f"[{section}] has" if section else "known here"
+            study = cls is VariationalConfig and part in {f.name for f in dataclasses.fields(VPADiagnosisConfig)}
+            moved = f"; a diagnosis switch: vpa_diagnosis.{part}" if study else ""
             raise ConfigError(
                 f"--set {item}: unknown key '{'.'.join(parts[: depth + 1])}' ({known}: {', '.join(sorted(names))})"
+                + moved
             )
         hint, last = typing.get_type_hints(cls)[part], depth == len(parts) - 1
         if dataclasses.is_dataclass(hint):
