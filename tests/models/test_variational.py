@@ -17,6 +17,7 @@ from fedpref.models.variational import (
     BASE_PREFIX,
     VariationalSelector,
     VariationalSpec,
+    VariationalStudySelector,
     oracle_latent,
     position_flags,
     variational_model,
@@ -166,7 +167,7 @@ def test_oracle_latent_is_the_true_type_at_the_prototype_radius():
 
 
 def test_the_selector_reads_the_oracle_or_centred_z_but_the_losses_see_the_sample(base, enc):
-    model = VariationalSelector(base, SPEC)
+    model = VariationalStudySelector(base, dataclasses.replace(SPEC, latent_source="oracle"))  # the study's
     with torch.no_grad():
         nn.init.normal_(model.latent[-1].weight)
         index, oracle, center = torch.arange(4), oracle_latent("G1", SPEC), torch.full((8,), 2.0)
@@ -195,3 +196,10 @@ def test_client_context_is_the_mean_posterior_of_the_pairs_outside_the_batch(bas
     assert ctx_mu.shape == (2, 8)
     torch.testing.assert_close(ctx_mu[1], mu.mean(0))
     torch.testing.assert_close(ctx_logvar[0].exp(), logvar.exp().mean(0))
+
+
+def test_only_a_spec_that_sets_a_study_switch_gets_the_study_s_selector(base):
+    assert type(variational_model(base, SPEC)) is VariationalSelector
+    for change in ({"latent_source": "oracle"}, {"selector_basis": "prototypes"}, {"detach_latent": True}):
+        assert type(variational_model(base, dataclasses.replace(SPEC, **change))) is VariationalStudySelector, change
+    assert VariationalSelector(base, SPEC).oracle("G1") is None  # the method never replaces z

@@ -21,7 +21,6 @@ from fedpref.models.variational import (
     TrainOutputs,
     VariationalSelector,
     VariationalSpec,
-    oracle_latent,
     position_flags,
     variational_model,
 )
@@ -182,9 +181,7 @@ def train_variational(task: Task, client, trainer: LocalTrainer, generator: torc
     if payload.get("latent_warmup"):  # latent_warmup_rounds: base and z path stay as received
         settings = dataclasses.replace(settings, base_lr_scale=0.0, latent_lr_scale=1.0, z_path_lr_scale=0.0)
     optimizer = make_optimizer(model, trainer.optim, settings, [pi] if pi is not None else [])
-    oracle_z = oracle_latent(client.group, model.spec) if model.spec.latent_source != "inferred" else None
-    if oracle_z is not None and payload.get("oracle_blind"):
-        oracle_z = torch.zeros_like(oracle_z)  # oracle_from_round: no type information yet
+    oracle_z = model.oracle(client.group, blind=bool(payload.get("oracle_blind")))  # the study's; else None
     center, scale = latent_center(payload, device)
     stream = BatchStream(len(client.train), trainer.optim.batch_size, generator)
     terms, mus, zs = [], [], []
@@ -263,8 +260,7 @@ def evaluate_client(
     The selector reads (z - `center`) / `scale` (as in training); with latent_source 'oracle' it reads the
     client's true-type latent instead of z. The reported latent mean is z itself."""
     z, kl = client_latent(model, client.train, chunk)
-    z_read = oracle_latent(client.group, model.spec).to(z.device) if model.spec.latent_source != "inferred" else z
-    z_read = model.selector_input(z_read, center, scale)
+    z_read = model.selector_input(model.evaluation_latent(z, client.group), center, scale)
     result = selector_accuracy(model, client.test, z_read, chunk)
     return {**result, "group": client.group, "kl_standard": kl, "latent_mean": z.cpu().tolist()}
 

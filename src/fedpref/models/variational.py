@@ -199,9 +199,21 @@ class VariationalSelector(nn.Module):
         return ctx_mu, ctx_var.log()
 
     def selector_input(self, z: torch.Tensor, center: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
-        """What f reads of z: centred and scaled (`read_latent`), then in the prototype basis if so configured."""
-        z = read_latent(z, center, scale)
-        return prototype_coordinates(z, self.prototypes) if self.spec.selector_basis == "prototypes" else z
+        """What f reads of z: centred and scaled (`read_latent`)."""
+        return read_latent(z, center, scale)
+
+    def training_latent(self, z: torch.Tensor, ctx_mu: torch.Tensor, oracle_z: torch.Tensor | None) -> torch.Tensor:
+        """(B, d) the latent the selector reads in training: the sample z (Eq. 17) or its context posterior's mean.
+        `oracle_z` is the diagnosis study's (VariationalStudySelector); the method has none."""
+        return z if self.spec.selector_reads == "sample" else ctx_mu
+
+    def oracle(self, group: str | None, blind: bool = False) -> torch.Tensor | None:
+        """The latent that replaces z in training for a client of true type `group`: none for the method itself."""
+        return None
+
+    def evaluation_latent(self, z: torch.Tensor, group: str | None) -> torch.Tensor:
+        """The latent the selector reads in evaluation: the client's own z."""
+        return z
 
     def client_context(self, enc: EncodedPairs, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """('client') The mean posterior of every training pair of the client outside this batch, for each pair
@@ -273,16 +285,47 @@ class VariationalSelector(nn.Module):
         else:
             ctx_mu, ctx_logvar = self.context(mu, logvar)
         z = reparameterize(ctx_mu, ctx_logvar, generator)
-        z_logits = z if self.spec.selector_reads == "sample" else ctx_mu
-        if self.spec.detach_latent:
-            z_logits = z_logits.detach()
-        if oracle_z is not None:
-            z_logits = oracle_z.to(z.device).expand_as(z)
-        z_logits = self.selector_input(z_logits, center, scale)
+        z_logits = self.selector_input(self.training_latent(z, ctx_mu, oracle_z), center, scale)
         keep = (torch.rand(len(index), generator=generator) >= self.spec.p_logit).float()
         logits = self.logits(enc, index, z_logits, keep)
         target = (~position_flags(enc)[index]).long().to(logits.device)
         return TrainOutputs(logits, target, mu, ctx_mu, ctx_logvar, z)
+
+
+class VariationalStudySelector(VariationalSelector):
+    """The selector under the diagnosis study's model switches ([vpa_diagnosis]; docs/fedvpa.md, "Diagnosis"):
+    z replaced by the true type's latent (`latent_source`), the selector's loss stopped at z (`detach_latent`),
+    f reading z in the prototype basis (`selector_basis`). Built only for a spec that sets one (`variational_model`),
+    so the method's own selector has no branch for them."""
+
+    def selector_input(self, z: torch.Tensor, center: torch.Tensor | None = None, scale: float = 1.0) -> torch.Tensor:
+        z = super().selector_input(z, center, scale)
+        return prototype_coordinates(z, self.prototypes) if self.spec.selector_basis == "prototypes" else z
+
+    def training_latent(self, z: torch.Tensor, ctx_mu: torch.Tensor, oracle_z: torch.Tensor | None) -> torch.Tensor:
+        z_read = super().training_latent(z, ctx_mu, oracle_z)
+        if self.spec.detach_latent:
+            z_read = z_read.detach()
+        return z_read if oracle_z is None else oracle_z.to(z.device).expand_as(z)
+
+    def oracle(self, group: str | None, blind: bool = False) -> torch.Tensor | None:
+        """The true type's latent (`oracle_latent`) with latent_source 'oracle' / 'oracle_shared'; zeros while
+        `blind` (the rounds before oracle_from_round)."""
+        if self.spec.latent_source == "inferred":
+            return None
+        z = oracle_latent(group, self.spec)
+        return torch.zeros_like(z) if blind else z
+
+    def evaluation_latent(self, z: torch.Tensor, group: str | None) -> torch.Tensor:
+        oracle_z = self.oracle(group)
+        return z if oracle_z is None else oracle_z.to(z.device)
+
+
+def sets_a_study_switch(spec: VariationalSpec) -> bool:
+    """Whether `spec` differs from the method in one of the diagnosis study's switches (VPADiagnosisConfig's
+    defaults are the method)."""
+    method = VPADiagnosisConfig()
+    return any(getattr(spec, k) != getattr(method, k) for k in dataclasses.asdict(spec) if hasattr(method, k))
 
 
 def read_latent(z: torch.Tensor, center: torch.Tensor | None, scale: float) -> torch.Tensor:
@@ -331,5 +374,5 @@ def variational_model(base: nn.Module, spec: VariationalSpec) -> VariationalSele
     """
     key = (id(base), spec)
     if key not in _MODELS:
-        _MODELS[key] = VariationalSelector(base, spec)
+        _MODELS[key] = (VariationalStudySelector if sets_a_study_switch(spec) else VariationalSelector)(base, spec)
     return _MODELS[key]
