@@ -226,3 +226,13 @@ def test_an_old_variational_table_with_the_study_keys_loads_into_vpa_diagnosis(t
         load_config(path)
     with pytest.raises(ConfigError, match=r"'variational.assignment' .*; a diagnosis switch: vpa_diagnosis"):
         load_config(None, ["variational.assignment='oracle'"])
+
+
+def test_a_version_0_run_with_diagnosis_switches_keeps_its_recorded_hash():
+    """The hash fedpref computed before [vpa_diagnosis] existed (measured with that version) for vpa_synthetic with
+    two study switches in [variational]: the same switches set in [vpa_diagnosis] still match it."""
+    from fedpref.config import digest_v0
+
+    sets = ["vpa_diagnosis.latent_source='oracle'", "vpa_diagnosis.latent_warmup_rounds=3", "variational.beta=0.5"]
+    cfg = load_config(FIXTURES / "configs_v0" / "vpa_synthetic.toml", sets)
+    assert digest_v0(cfg) == "573fc45c1893" and cfg.matches("573fc45c1893")
