@@ -366,7 +366,7 @@ STAGE2_METHODS := reproduce-fedvpa-stage2-FedVPA-GP reproduce-fedvpa-stage2-FedV
 #: reproduce-fedvpa-stage2 | FedVPA-GP Table 1's Stage 2 win rates on the story task (stories260K, oracle judge): FedVPA-GP vs FedVPL | about 20 min a seed and method on one core
 reproduce-fedvpa-stage2: $(STAMP)
 	$(MAKE) -j2 $(STAGE2_METHODS)
-	$(BIN)/fedpref stage2-summary $(REPRO)/stage2 --pair FedVPA-GP,FedVPL --out $(REPRO)/stage2/summary.md
+	$(BIN)/fedpref summarize $(REPRO)/stage2 --pair FedVPA-GP,FedVPL --out $(REPRO)/stage2/summary.md
 
 #: reproduce-fedvpa-stage2-* | one Stage 1 method of reproduce-fedvpa-stage2 | about 20 min a seed on one core
 $(STAGE2_METHODS): reproduce-fedvpa-stage2-%: $(STAMP)
