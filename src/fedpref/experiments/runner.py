@@ -45,7 +45,7 @@ class Checkpoints:
 
     save: Callable[[dict], None]
     every: int = 0
-    resume_from: dict | None = None  # the method's saved state: next_round, algorithm, client_memory
+    resume_from: dict | None = None  # the method's saved state: next_round, algorithm, client_memory, records
 
 
 def trainers(cfg: ExperimentConfig, model: nn.Module) -> Trainers:
@@ -110,12 +110,14 @@ def execute_method(
         vars(algorithm).update(saved["algorithm"])
         start_round = saved["next_round"]
     rounds_transport.begin_method(name, start_round, saved.get("client_memory") if saved else None)
+    records = list(saved.get("records", [])) if saved else []  # every round of this method, before a resume too
 
     def save(next_round: int) -> None:
-        state = {"name": name, "next_round": next_round, "algorithm": vars(algorithm)}
+        state = {"name": name, "next_round": next_round, "algorithm": vars(algorithm), "records": list(records)}
         checkpoints.save(state | {"client_memory": rounds_transport.memories()})
 
     def round_done(record: dict) -> None:
+        records.append(record)
         if progress:
             progress(f"{name}: rounds", min(record["round"] + 1, algorithm.num_rounds), algorithm.num_rounds)
         if on_round:
@@ -124,13 +126,15 @@ def execute_method(
     every = cfg.federation.checkpoint_every
     checkpoint = save if checkpoints else None
     log = run_rounds(algorithm, rounds_transport, round_done, start_round, checkpoint, every, cfg.federation.eval_every)
+    # `log`: the rounds run now; `records`: the method's whole global phase (the same unless it was resumed)
     result, inits = finish_method(algorithm, federation.transport, federation.clients, cfg.personalization.steps)
     if models_dir is not None:
         save_initializations(inits, models_dir / f"{name}.pt")
     if setup is not None and cfg.diagnostics.enabled:
         result["diagnostics"] = run_diagnostics(name, inits, cfg, setup, progress)
-    result["timing"] = {"wall_s": round(time.perf_counter() - started, 2), "global_s": sum(r["wall_s"] for r in log)}
-    if not isinstance(algorithm, Centralized) and (carried := communication(log)) is not None:
+    global_s = sum(r["wall_s"] for r in records)
+    result["timing"] = {"wall_s": round(time.perf_counter() - started, 2), "global_s": global_s}
+    if not isinstance(algorithm, Centralized) and (carried := communication(records)) is not None:
         result["communication"] = carried
     if federation.engine != INPROCESS:
         result["engine"] = federation.engine
