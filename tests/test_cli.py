@@ -23,9 +23,7 @@ def test_help_lists_every_option(capsys):
 
 
 def test_config_error(capsys, tmp_path):
-    code, out = run_cli(
-        capsys, "run", "tiny", "--set", "federation.rounds=-1", "--out", tmp_path / "o"
-    )
+    code, out = run_cli(capsys, "run", "tiny", "--set", "federation.rounds=-1", "--out", tmp_path / "o")
     assert code == 2 and "federation.rounds" in out and "Traceback" not in out
 
 
@@ -50,9 +48,7 @@ def run_on_jsonl(capsys, tmp_path, text: str) -> tuple[int, str]:
     data = tmp_path / "pairs.jsonl"
     data.write_text(text)
     overrides = ["--set", "data.source='jsonl'", "--set", f"data.path='{data}'"]
-    return run_cli(
-        capsys, "run", "tiny", *overrides, "--out", tmp_path / "o", *TINY_FAST
-    )
+    return run_cli(capsys, "run", "tiny", *overrides, "--out", tmp_path / "o", *TINY_FAST)
 
 
 def test_malformed_jsonl(capsys, tmp_path):
@@ -95,9 +91,7 @@ def test_version(capsys):
 
 
 def test_set_typo_is_blamed_on_set(capsys, tmp_path):
-    code, out = run_cli(
-        capsys, "run", "tiny", "--set", "train.lrr=1", "--out", tmp_path / "o"
-    )
+    code, out = run_cli(capsys, "run", "tiny", "--set", "train.lrr=1", "--out", tmp_path / "o")
     assert code == 2 and "--set train.lrr=1: unknown key 'train.lrr' ([train] has: " in out and "tiny.toml" not in out
 
 
@@ -124,9 +118,7 @@ def test_unavailable_device_before_any_weight(capsys, tmp_path, device):
 
     if torch.cuda.is_available() if device == "cuda" else torch.backends.mps.is_available():
         pytest.skip(f"{device} is available here")
-    code, out = run_cli(
-        capsys, "run", "tiny", "--set", f"device={device}", "--out", tmp_path / "o"
-    )
+    code, out = run_cli(capsys, "run", "tiny", "--set", f"device={device}", "--out", tmp_path / "o")
     assert code == 2 and f"device = '{device}'" in out and "not available" in out
     assert not (tmp_path / "o").exists()
 
@@ -275,9 +267,7 @@ def test_run_seeds_is_a_sweep_of_seeds(capsys, tmp_path, monkeypatch):
     ran = []
     monkeypatch.setattr(sweep_module, "run_cell", lambda cell, console, engine: ran.append((cell.seed, cell.folder)))
     out = tmp_path / "s"
-    code, text = run_cli(
-        capsys, "run", "tiny", *TINY_FAST, "--seeds", "0,1", "--out", out
-    )
+    code, text = run_cli(capsys, "run", "tiny", *TINY_FAST, "--seeds", "0,1", "--out", out)
     assert code == 0 and ran == [(0, out / "seed=0"), (1, out / "seed=1")]
     assert (out / "sweep.json").is_file()
     code, text = run_cli(capsys, "run", "tiny", "--seeds", "0", "--resume")

@@ -22,6 +22,7 @@ SHARED = (ROOT / ".." / "shared" / "data").resolve()
 
 TLDR_LOCAL = "../shared/data/tldr-comparisons"  # the shared subset, relative to the repository root
 
+
 def _shared(name: str) -> Path:
     path = SHARED / name
     if not path.is_dir():

@@ -21,7 +21,7 @@ def test_stage1_config_from_the_stage2_config():
 
 def test_a_pairs_path_with_quotes_is_taken_as_it_is():
     """Formatted into `--set data.path='...'`, a quote in the path ended the TOML string early."""
-    path = Path("/tmp/it's a \"quoted\" folder/stage1_pairs.jsonl")
+    path = Path('/tmp/it\'s a "quoted" folder/stage1_pairs.jsonl')
     assert stage1_config(load_stage2_config(), path).data.path == str(path)
 
 
