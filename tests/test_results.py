@@ -10,7 +10,7 @@ from rich.console import Console
 
 from fedpref.cli import main
 from fedpref.config import load_config
-from fedpref.experiments import experiment
+from fedpref.experiments import experiment, orchestrator
 from fedpref.experiments.summary import summarize, to_csv
 from fedpref.results import (
     FAILED,
@@ -158,14 +158,14 @@ def test_unreadable_and_newer_files_are_refused(tmp_path):
 
 def test_a_failing_method_writes_status_failed(tmp_path, monkeypatch):
     cfg = load_config("tiny", ["algorithm.methods=['Local','FL']", "personalization.steps=[0]"])
-    real = experiment.execute_method
+    real = orchestrator.execute_method
 
     def fail_on_fl(name, *args, **kwargs):
         if name == "FL":
             raise RuntimeError("boom in FL")
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(experiment, "execute_method", fail_on_fl)
+    monkeypatch.setattr(orchestrator, "execute_method", fail_on_fl)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     with pytest.raises(RuntimeError, match="boom in FL"):
@@ -183,7 +183,7 @@ def test_a_run_writes_running_before_its_first_method(tmp_path, monkeypatch):
         seen.append(load_results(tmp_path).status)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(experiment, "execute_method", look)
+    monkeypatch.setattr(orchestrator, "execute_method", look)
     with pytest.raises(KeyboardInterrupt):
         experiment.run_experiment(cfg, tmp_path, Console(file=io.StringIO()))
     assert seen == ["running"] and load_results(tmp_path).status == INTERRUPTED  # Ctrl-C: resumable, not failed
