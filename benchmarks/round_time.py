@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from fedpref.apps import federation as fed
 from fedpref.engines.flower.appconfig import DEFAULT_PULL_INTERVAL_S as PULL_INTERVAL_S
-from fedpref.experiments import federation as fed
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,7 +2,7 @@
 
 Each file's "| method | step | n | mean | std | 95% CI | per seed |" rows (accuracy and paired differences) give one
 value per seed; rows with the same method and step are pooled across the files in the order given and summarized
-with `fedpref.experiments.seed_stats.estimate` (mean, sample std, 95% t-interval), as `fedpref summarize` would have
+with `fedpref.reports.seed_stats.estimate` (mean, sample std, 95% t-interval), as `fedpref summarize` would have
 done over all the runs. Seeds must not repeat across the files (the caller's responsibility: each file's header
 names its seeds).
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fedpref.experiments.seed_stats import estimate
+from fedpref.reports.seed_stats import estimate
 
 
 def per_seed_rows(text: str) -> dict[tuple[str, str], list[float]]:

@@ -11,7 +11,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
-from fedpref.experiments.run_groups import true_groups
+from fedpref.reports.run_groups import true_groups
 
 
 def agreement(run: Path) -> float:

@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from fedpref.experiments.summary import DIAGNOSTIC_COLUMNS, json_document
+from fedpref.reports.summary import DIAGNOSTIC_COLUMNS, json_document
 
 # A table's caption (the line before it) -> the row kind `fedpref summarize` gives its rows.
 CAPTIONS = (

@@ -11,7 +11,7 @@ from rich.console import Console
 from fedpref.cli import main
 from fedpref.config import load_config
 from fedpref.experiments import experiment, orchestrator
-from fedpref.experiments.summary import summarize, to_csv
+from fedpref.reports.summary import summarize, to_csv
 from fedpref.results import (
     FAILED,
     FINISHED,

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from fedpref.errors import FedprefError
-from fedpref.experiments.seed_stats import estimate
+from fedpref.reports.seed_stats import estimate
 
 HOLDS, MIXED, DOES_NOT_HOLD = "holds", "mixed", "does not hold"
 INDICATIVE, NOT_RUN, NO_SUMMARY = "indicative (1 seed)", "not run", "no summary"

@@ -296,10 +296,10 @@ def _add_federation_parser(sub) -> None:
 
 
 def cmd_federation(args: argparse.Namespace, console: Console) -> None:
+    from fedpref.apps.federation import run_federation
     from fedpref.config import load_config
-    from fedpref.experiments import plots, tables
-    from fedpref.experiments.federation import run_federation
     from fedpref.experiments.orchestrator import FLOWER, check_config
+    from fedpref.reports import plots, tables
     from fedpref.results import RunResults
 
     overrides = args.overrides + method_overrides(args.methods)
@@ -595,7 +595,7 @@ def _sweep(config: Path, seeds_text: str | None, grid_items, overrides, out: Pat
 
 
 def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.experiments.summary import json_document, parse_across, parse_pairs, summarize, to_csv, to_json
+    from fedpref.reports.summary import json_document, parse_across, parse_pairs, summarize, to_csv, to_json
 
     if _holds_stage2_runs(args.dirs):
         from fedpref.stage2.seed_summary import stage2_summary
@@ -619,7 +619,7 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
     if args.json:
         args.json.write_text(to_json(rows), encoding="utf-8")
     if args.plot:
-        from fedpref.experiments.plots import plot_seed_curves
+        from fedpref.reports.plots import plot_seed_curves
 
         plot_seed_curves(rows, args.plot, args.figure_format)
 

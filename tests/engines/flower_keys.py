@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from fedpref.experiments import federation as fed
+from fedpref.apps import federation as fed
 
 
 def write_pki(folder: Path) -> fed.Tls:

@@ -55,7 +55,7 @@ def test_pyproject_app_config_names_the_apps_and_valid_keys() -> None:
 
     app = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
     assert app["components"] == {
-        "serverapp": "fedpref.experiments.deployment:app",
+        "serverapp": "fedpref.apps.deployment:app",
         "clientapp": "fedpref.engines.flower.node_app:app",
     }
     settings = appconfig.server_settings(app["config"])

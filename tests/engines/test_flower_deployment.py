@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedpref.experiments.federation import BIN, loopback_env, start_superlink, start_supernode, stop
+from fedpref.apps.federation import BIN, loopback_env, start_superlink, start_supernode, stop
 
 pytestmark = [pytest.mark.flower, pytest.mark.slow]
 

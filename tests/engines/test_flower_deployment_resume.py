@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from fedpref.apps.federation import processes_of
 from fedpref.cli import main
-from fedpref.experiments.federation import processes_of
 
 pytestmark = [pytest.mark.flower, pytest.mark.slow]
 DATA = ["data.group_sizes=[1, 1, 1, 0]", "data.pairs_per_axis=6", "data.val_pairs=2", "data.test_pairs=2"]

@@ -16,8 +16,8 @@ pytest.importorskip("flwr")
 
 from flower_keys import write_node_key, write_pki  # noqa: E402
 
+from fedpref.apps import federation as fed  # noqa: E402
 from fedpref.cli import main  # noqa: E402
-from fedpref.experiments import federation as fed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.flower, pytest.mark.slow]

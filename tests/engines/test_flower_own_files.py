@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from test_flower_deployment import ROOT, wait_for_results
 
+from fedpref.apps.federation import BIN, loopback_env, processes_of, start_superlink, start_supernode, stop
 from fedpref.cli import main
 from fedpref.data.client_files import split_by_user
-from fedpref.experiments.federation import BIN, loopback_env, processes_of, start_superlink, start_supernode, stop
 
 pytestmark = [pytest.mark.flower, pytest.mark.slow]
 

@@ -4,7 +4,7 @@ import json
 import shutil
 
 from fedpref.cli import main
-from fedpref.experiments.run_groups import load_run
+from fedpref.reports.run_groups import load_run
 
 
 def test_personalize_again_repeats_the_measured_steps_and_adds_longer_ones(tiny_every_method, tmp_path, capsys):

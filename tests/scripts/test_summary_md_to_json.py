@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedpref.experiments.summary import summarize, to_json
+from fedpref.reports.summary import summarize, to_json
 from fedpref.stage2.seed_summary import stage2_summary
 
 ROOT = Path(__file__).resolve().parents[2]

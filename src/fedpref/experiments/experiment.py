@@ -18,7 +18,7 @@ from fedpref.algorithms.registry import method_spec
 from fedpref.config import ExperimentConfig
 from fedpref.engines.checkpoint import CheckpointStore
 from fedpref.errors import FedprefError
-from fedpref.experiments import outputs, plots, tables, tracking
+from fedpref.experiments import outputs, tracking
 from fedpref.experiments.orchestrator import (
     FLOWER,
     Plan,
@@ -30,6 +30,7 @@ from fedpref.experiments.orchestrator import (
 )
 from fedpref.experiments.runner import INPROCESS, Federation, inprocess_federation
 from fedpref.experiments.setup import Setup, build_setup
+from fedpref.reports import plots, tables
 from fedpref.results import RESULTS_FILE, Curves, Provenance, ResultsWriter, RunResults, load_results
 
 

@@ -16,8 +16,8 @@ from rich.console import Console
 
 from fedpref.config import ExperimentConfig
 from fedpref.errors import FedprefError
-from fedpref.experiments import tables
 from fedpref.experiments.outputs import to_toml
+from fedpref.reports import tables
 from fedpref.results import Curves, MethodResult, RunResults, as_curves, as_methods
 
 PROVENANCE_PACKAGES = ("fedpref", "torch", "transformers", "peft", "flwr", "datasets")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedpref.errors import FedprefError
-from fedpref.experiments.seed_stats import Estimate, estimate
+from fedpref.reports.seed_stats import Estimate, estimate
 from fedpref.results import RESULTS_FILE, STAGE2, RunResults, Stage2Results, load_results
 
 POLICIES = (("stage2", "conditional DPO"), ("feddpo", "FedDPO"))

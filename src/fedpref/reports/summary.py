@@ -12,8 +12,8 @@ from pathlib import Path
 
 from fedpref.diagnostics.report import format_value
 from fedpref.errors import FedprefError
-from fedpref.experiments.run_groups import NOT_CONFIGURATION, Group, Run, find_runs, group_runs, true_groups
-from fedpref.experiments.seed_stats import Estimate, estimate, paired_difference
+from fedpref.reports.run_groups import NOT_CONFIGURATION, Group, Run, find_runs, group_runs, true_groups
+from fedpref.reports.seed_stats import Estimate, estimate, paired_difference
 from fedpref.results import RESULTS_FILE, MethodResult, RunResults
 
 

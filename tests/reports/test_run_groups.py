@@ -1,6 +1,6 @@
 """Run folders read back: the final partition, its ARI and the round it settles, on hand-written assignments."""
 
-from fedpref.experiments.run_groups import partition_ari, partition_text, settle_round
+from fedpref.reports.run_groups import partition_ari, partition_text, settle_round
 
 
 def test_partition_ari_uses_the_frozen_assignment():
@@ -34,7 +34,7 @@ def test_settle_round_by_hand():
 
 def test_a_key_missing_from_an_older_config_takes_its_default():
     """A run written before `train.grad_accumulation` existed groups with one that records its default, 1."""
-    from fedpref.experiments.run_groups import with_defaults
+    from fedpref.reports.run_groups import with_defaults
 
     defaults = {"seed": 0, "train": {"lr": 1e-5, "grad_accumulation": 1}, "data": {"source": "synthetic"}}
     old = {"seed": 3, "train": {"lr": 1e-3}}

@@ -16,7 +16,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedpref.errors import FedprefError  # noqa: E402
-from fedpref.experiments.tables import Methods  # noqa: E402
+from fedpref.reports.tables import Methods  # noqa: E402
 from fedpref.results import Curves, as_curves, as_methods  # noqa: E402
 
 FIGURE_FORMATS = ("png", "pdf", "svg")

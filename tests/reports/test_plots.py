@@ -6,7 +6,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 
 from fedpref.errors import FedprefError
-from fedpref.experiments import plots
+from fedpref.reports import plots
 
 TRUE_GROUPS = {"c000": "G1", "c001": "G1", "c002": "G2", "c003": "G2"}
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from fedpref.experiments.seed_stats import estimate, paired_difference, t_quantile
+from fedpref.reports.seed_stats import estimate, paired_difference, t_quantile
 
 
 def test_mean_std_and_t_interval_by_hand():

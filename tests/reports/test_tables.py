@@ -1,6 +1,6 @@
 """The selector table (FedVPA-GP paper, Tables 1-2) from a hand-written results entry."""
 
-from fedpref.experiments.tables import results_markdown, selector_rows
+from fedpref.reports.tables import results_markdown, selector_rows
 
 
 def selector(acc: float, unseen: float | None = None) -> dict:

@@ -140,7 +140,7 @@ def test_summarize_json_has_the_csv_rows(runs, capsys):
 
 def test_summarize_plot_draws_the_bands(runs, monkeypatch):
     """One panel per configuration, a line per method, a band wherever there are two seeds or more."""
-    from fedpref.experiments import plots
+    from fedpref.reports import plots
 
     panels = []
     real = plots.plt.subplots

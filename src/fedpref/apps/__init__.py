@@ -1,0 +1,1 @@
+"""The Flower apps: the deployment ServerApp and a local federation of SuperLink and SuperNodes on loopback."""
