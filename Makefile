@@ -49,7 +49,7 @@ test: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
 	$(BIN)/python -m pytest -q
 
-#: reference | regenerate docs/reference/ (CLI, configs, methods, results) from the code | time not measured
+#: reference | regenerate docs/reference/ (CLI, configs, methods, results) from the code | about 25 s
 reference: $(STAMP)
 	$(BIN)/python -m fedpref.reference docs/reference
 
@@ -57,7 +57,7 @@ reference: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
-#: lint | ruff and the import-layer contract | time not measured
+#: lint | ruff and the import-layer contract | under 1 s
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
@@ -290,23 +290,23 @@ COMPOSED15_PAIRS ?= --pair FL,CL --pair FL,Local
 COMPOSED15_SEEDS := $(foreach s,$(COMPOSED15_SEED_LIST),reproduce-fedgd-table3-composed15-s$(s))
 .PHONY: reproduce-fedgd-table3-composed15 reproduce-fedgd-table3-composed15-noise2 \
 	reproduce-fedgd-table3-composed15-noise1 $(COMPOSED15_SEEDS)
-#: reproduce-fedgd-table3-composed15 | FedGD Table 3 (balanced) shape with composed cues, tau 15: Local, CL, Multi-CL, FL, seeds 0-2 | time not measured
+#: reproduce-fedgd-table3-composed15 | FedGD Table 3 (balanced) shape with composed cues, tau 15: Local, CL, Multi-CL, FL, seeds 0-2 | not timed whole (FL alone: about 24 min a seed at one thread, 1,419 s)
 reproduce-fedgd-table3-composed15: $(STAMP)
 	$(MAKE) -j3 $(COMPOSED15_SEEDS)
 	$(BIN)/fedpref summarize $(REPRO)/$(COMPOSED15_DIR) $(COMPOSED15_PAIRS) \
 		--out $(REPRO)/$(COMPOSED15_DIR)/summary.md --csv $(REPRO)/$(COMPOSED15_DIR)/summary.csv \
 		--plot $(REPRO)/$(COMPOSED15_DIR)/curves.png
 
-#: reproduce-fedgd-table3-composed15-s* | one seed of reproduce-fedgd-table3-composed15 | time not measured
+#: reproduce-fedgd-table3-composed15-s* | one seed of reproduce-fedgd-table3-composed15 | not timed whole (its FL: 1,419 s at one thread)
 $(COMPOSED15_SEEDS): reproduce-fedgd-table3-composed15-s%: $(STAMP)
 	$(REPRO_SWEEP) composed_tau15_balanced --seeds $* $(COMPOSED15_SET) \
 		$(if $(COMPOSED15_METHODS),--set "algorithm.methods=$(COMPOSED15_METHODS)") --out $(REPRO)/$(COMPOSED15_DIR)/s$*
 
-#: reproduce-fedgd-table3-composed15-noise2 | reproduce-fedgd-table3-composed15 with 2% label noise | time not measured
+#: reproduce-fedgd-table3-composed15-noise2 | reproduce-fedgd-table3-composed15 with 2% label noise | as reproduce-fedgd-table3-composed15
 reproduce-fedgd-table3-composed15-noise2: $(STAMP)
 	$(MAKE) reproduce-fedgd-table3-composed15 COMPOSED15_DIR=composed15_noise2 COMPOSED15_SET="--set data.label_noise=0.02"
 
-#: reproduce-fedgd-table3-composed15-noise1 | reproduce-fedgd-table3-composed15 with 1% label noise | time not measured
+#: reproduce-fedgd-table3-composed15-noise1 | reproduce-fedgd-table3-composed15 with 1% label noise | as reproduce-fedgd-table3-composed15
 reproduce-fedgd-table3-composed15-noise1: $(STAMP)
 	$(MAKE) reproduce-fedgd-table3-composed15 COMPOSED15_DIR=composed15_noise1 COMPOSED15_SET="--set data.label_noise=0.01"
 
@@ -378,7 +378,7 @@ $(STAGE2_METHODS): reproduce-fedvpa-stage2-%: $(STAMP)
 # judges. Seeds 0-2, one thread each.
 SMOLLM2_HH_METHODS ?= ['FL','FedVPA-GP']
 .PHONY: reproduce-fedvpa-table1-smollm2 reproduce-fedvpa-stage2-smollm2
-#: reproduce-fedvpa-table1-smollm2 | FedVPA-GP Table 1 (HH-RLHF) with the SmolLM2 A/B selector: FL, FedVPA-GP | time not measured (fedpref estimate: about 1 h a seed)
+#: reproduce-fedvpa-table1-smollm2 | FedVPA-GP Table 1 (HH-RLHF) with the SmolLM2 A/B selector: FL, FedVPA-GP | about 51 min a seed at one thread (3,047 s)
 reproduce-fedvpa-table1-smollm2: $(STAMP)
 	$(REPRO_SWEEP) vpa_hh_smollm2 --seeds $(SMOLLM2_SEEDS) --set "data.path='$(HH_DATA)'" \
 		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --out $(REPRO)/smollm2_hh
@@ -395,7 +395,7 @@ reproduce-fedvpa-stage2-smollm2: $(STAMP)
 figures: $(STAMP)
 	FEDPREF=$(BIN)/fedpref scripts/docs_figures.sh
 
-#: clean-venv | remove the virtual environment (the next make rebuilds it) | time not measured
+#: clean-venv | remove the virtual environment (the next make rebuilds it) | instant (rebuilding it: about 3 min)
 clean-venv:
 	rm -rf $(VENV)
 
