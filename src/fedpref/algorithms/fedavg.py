@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from torch import nn
 
@@ -99,20 +101,22 @@ def client_dp(cfg: ExperimentConfig, infos: list[ClientInfo], uniform_sampling: 
     return ClientLevelDP.from_config(cfg.privacy, len(infos), cohort, uniform_sampling, cfg.seed)
 
 
-def build_fedavg(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FedAvg:
+def build_fedavg_family(
+    algorithm: type[FedAvg], cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module
+) -> FedAvg:
+    """`algorithm`, FedAvg or a subclass that takes FedAvg's arguments, from the run's federation, [privacy] and
+    [secure_aggregation] settings."""
     f = cfg.federation
-    privacy = client_dp(cfg, infos, FedAvg.uniform_sampling)
+    privacy = client_dp(cfg, infos, algorithm.uniform_sampling)
     secure = cfg.secure_aggregation.enabled
-    return FedAvg(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy, secure)
+    return algorithm(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy, secure)
+
+
+def fedavg_family_spec(algorithm: type[FedAvg], help_: str) -> MethodSpec:
+    """The spec of a method `build_fedavg_family` builds: its server step is FedAvg's mean of the clients' updates,
+    so client-level DP and secure aggregation apply."""
+    return MethodSpec(algorithm.name, partial(build_fedavg_family, algorithm), help_, client_dp=True, secure_sum=True)
 
 
 PAPER = "FedGD"  # whose method these are (`fedpref list methods`)
-SPECS = (
-    MethodSpec(
-        FedAvg.name,
-        build_fedavg,
-        "FedAvg: one global model, size-weighted mean of the sampled clients",
-        client_dp=True,
-        secure_sum=True,
-    ),
-)
+SPECS = (fedavg_family_spec(FedAvg, "FedAvg: one global model, size-weighted mean of the sampled clients"),)

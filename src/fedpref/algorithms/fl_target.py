@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from torch import nn
+from typing import Any
 
-from fedpref.algorithms.fedavg import FedAvg, client_dp
-from fedpref.algorithms.privacy import ClientLevelDP
-from fedpref.algorithms.registry import MethodSpec
+from fedpref.algorithms.fedavg import FedAvg, fedavg_family_spec
 from fedpref.algorithms.sampling import group_debiased_sample
-from fedpref.config import ExperimentConfig
-from fedpref.models.adapters import State
 from fedpref.protocol import ClientInfo
 
 
@@ -26,22 +22,13 @@ class FLTarget(FedAvg):
     name = "FL_target"
     uniform_sampling = False  # group-wise: DP is accounted without amplification by subsampling
 
-    def __init__(
-        self,
-        clients: list[ClientInfo],
-        init_state: State,
-        num_rounds: int,
-        clients_per_round: int,
-        local_steps: int,
-        seed: int,
-        privacy: ClientLevelDP | None = None,
-        secure: bool = False,
-    ):
+    def __init__(self, clients: list[ClientInfo], *fedavg_args: Any, **fedavg_kwargs: Any):
+        """FedAvg's arguments (`FedAvg.__init__`); every client must carry its ground-truth group."""
         missing = [c.client_id for c in clients if c.true_group is None]
         if missing:
             raise ValueError(f"FL_target needs the ground-truth group of every client; none for {missing[:5]}")
         labels = sorted({c.true_group for c in clients})
-        super().__init__(clients, init_state, num_rounds, clients_per_round, local_steps, seed, privacy, secure)
+        super().__init__(clients, *fedavg_args, **fedavg_kwargs)
         self.group_index = [labels.index(c.true_group) for c in clients]
         self.turn_order = self.rng.permutation(len(labels)).tolist()
 
@@ -52,20 +39,5 @@ class FLTarget(FedAvg):
         )
 
 
-def build_fl_target(cfg: ExperimentConfig, infos: list[ClientInfo], init: State, model: nn.Module) -> FLTarget:
-    f = cfg.federation
-    privacy = client_dp(cfg, infos, FLTarget.uniform_sampling)
-    secure = cfg.secure_aggregation.enabled
-    return FLTarget(infos, init, f.rounds, f.clients_per_round, cfg.train.local_steps, cfg.seed, privacy, secure)
-
-
 PAPER = "FedGD"  # whose method these are (`fedpref list methods`)
-SPECS = (
-    MethodSpec(
-        FLTarget.name,
-        build_fl_target,
-        "FedAvg sampling a uniform mix of the true groups (an oracle)",
-        client_dp=True,
-        secure_sum=True,
-    ),
-)
+SPECS = (fedavg_family_spec(FLTarget, "FedAvg sampling a uniform mix of the true groups (an oracle)"),)
