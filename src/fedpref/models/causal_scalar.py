@@ -3,15 +3,11 @@ AutoModelForSequenceClassification."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from torch import nn
 
-from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
-from fedpref.models.adapters import adapted_layers, add_lora
-from fedpref.models.causal_prefix import CausalPrefix
+from fedpref.models.causal_lm import CausalLoraModel
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.scalar_head import ScalarHeadRewardModel, scalar_head
 from fedpref.models.token_cache import cached_token_ids
@@ -19,32 +15,15 @@ from fedpref.models.token_cache import cached_token_ids
 TOKENS_VERSION = "causal-scalar-1"  # the last max_length tokens of tokenizer(prompt + response); bump if it changes
 
 
-class CausalScalarRewardModel(ScalarHeadRewardModel):
+class CausalScalarRewardModel(ScalarHeadRewardModel, CausalLoraModel):
     """r(x, y) = w^T h_last(x y) + b, h_last the final hidden state at the last real token (right padding);
     the margin is r(x, y+) - r(x, y-). The sequence keeps its end when too long: the response's last token is
     the one the head reads. With LoRA on the top layers only and `lora.cache_frozen_prefix`, the frozen lower
     layers run once, in `encode` (`fedpref.models.causal_prefix`)."""
 
-    def __init__(
-        self,
-        backbone: nn.Module,
-        tokenizer,
-        lora: LoraConfig,
-        max_length: int,
-        generator: torch.Generator,
-        cache_dir: str | Path | None = None,
-    ):
-        super().__init__()
-        first = adapted_layers(backbone, lora)[0]
-        self.lm = add_lora(backbone, lora, causal=True)
-        self.tokenizer = tokenizer
-        decoder = self.lm.get_base_model().get_decoder()
-        cache = lora.cache_frozen_prefix and first > 0
-        self.prefix = CausalPrefix(decoder, first, tokenizer.pad_token_id) if cache else None
-        self.max_length = max_length
-        self.cache_dir = cache_dir
+    def add_reader(self, backbone: nn.Module, generator: torch.Generator) -> None:
+        """The scalar head reads the final hidden state at the last token."""
         self.head = scalar_head(backbone.config.hidden_size, generator)
-        self.train(False)  # new LoRA dropout modules start in train mode
 
     def encode(self, pairs: list[PreferencePair]) -> EncodedPairs:
         texts = [(p.prompt, r) for p in pairs for r in (p.chosen, p.rejected)]

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from fedpref.config import LoraConfig
 from fedpref.data.pairs import PreferencePair
 from fedpref.errors import ConfigError
-from fedpref.models.adapters import adapted_layers, add_lora, set_lora_training
-from fedpref.models.causal_prefix import CausalPrefix
+from fedpref.models.adapters import set_lora_training
+from fedpref.models.causal_lm import CausalLoraModel
 from fedpref.models.encoded import EncodedPairs, pad
 from fedpref.models.token_cache import cached_token_ids
 
@@ -41,7 +39,7 @@ def chosen_is_a(seed: int, pair: PreferencePair) -> bool:
     return hashlib.blake2b(key.encode(), digest_size=8).digest()[0] & 1 == 0
 
 
-class SelectorRewardModel(nn.Module):
+class SelectorRewardModel(CausalLoraModel):
     """r(x, y) = logit of y's letter at the last position (FedBiscuit's binary selector).
 
     Only the last position's two letter logits are computed (hidden state times
@@ -53,28 +51,11 @@ class SelectorRewardModel(nn.Module):
     layers once (`fedpref.models.causal_prefix`): `seqs` then hold hidden states, `tokens` the ids.
     """
 
-    def __init__(
-        self,
-        backbone: nn.Module,
-        tokenizer,
-        lora: LoraConfig,
-        max_length: int,
-        generator: torch.Generator,
-        cache_dir: str | Path | None = None,
-    ):
-        super().__init__()
-        first = adapted_layers(backbone, lora)[0]
-        self.lm = add_lora(backbone, lora, causal=True)
-        self.tokenizer = tokenizer
-        decoder = self.lm.get_base_model().get_decoder()
-        cache = lora.cache_frozen_prefix and first > 0
-        self.prefix = CausalPrefix(decoder, first, tokenizer.pad_token_id) if cache else None
-        self.max_length = max_length
+    def add_reader(self, backbone: nn.Module, generator: torch.Generator) -> None:
+        """The letters' rows of the output embedding read the last position; the generator's seed keys the A/B flips."""
         self.seed = generator.initial_seed()
-        self.cache_dir = cache_dir
         self.letters = [self._letter_id(c) for c in ("A", "B")]
         self._markers: list[list[int]] | None = None  # token ids of END_MARKERS, found on first use
-        self.train(False)  # new LoRA dropout modules start in train mode
 
     def _letter_id(self, letter: str) -> int:
         ids = self.tokenizer(" " + letter, add_special_tokens=False)["input_ids"]
