@@ -10,27 +10,39 @@ evaluated pair (`Prober`). The prediction is the sum over tasks of
 plus the measured set-up and the server's own work (the dry run's time outside the real tasks). Only counts
 come from the algorithms, so whatever they do (phases, warm-ups, reassignment checks, evaluation every
 few rounds) is counted as it will run.
+
+Beside the time: the bytes down and up a round, counted as the transports count them (fedpref.engines.traffic)
+on the dry run's tasks and on its replies (a stand-in reply carries a real reply's metrics and, for a trained
+state, the task's model: the same tensors a real one sends back); and the peak memory of the timed real tasks
+(CUDA's most allocated on a GPU, else the process's peak resident set size, which includes the set-up). All of
+it holds for this machine only, which the output names.
 """
 
 from __future__ import annotations
 
+import platform
 import statistics
 import time
 from collections import ChainMap, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
 
 from fedpref.algorithms.aggregation import clear_aggregate
 from fedpref.algorithms.centralized import Centralized
 from fedpref.algorithms.registry import build_algorithm
 from fedpref.client.worker import EncodedClient, Trainers, answer
 from fedpref.config import ExperimentConfig
-from fedpref.engines.loop import finish_method, run_rounds, task_keys
+from fedpref.engines.loop import communication, finish_method, run_rounds, task_keys
+from fedpref.engines.traffic import Traffic
 from fedpref.experiments.runner import every_client, pooled_transport, trainers
 from fedpref.experiments.setup import Setup, build_setup
 from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, TRAIN, Aggregate, Reply, Task, TaskKey
 
 Progress = Callable[[str], None]
+CUDA_PEAK, RSS_PEAK = "CUDA max allocated", "process peak RSS"  # what a peak memory number is
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,9 @@ class Prober:
         self.samples: dict[str, list[tuple[float, int]]] = defaultdict(list)  # (seconds, steps) of real tasks
         self.templates: dict[tuple, Reply] = {}  # a real reply per (kind, number of models), reused as stand-in
         self.seconds = 0.0  # time spent in real tasks (not part of the server's own work)
+        self.peak_bytes: dict[str, int] = {}  # kind of task -> the most memory its real tasks reached
+        self.device = next(trainers.train.model.parameters()).device
+        self.memory_kind = CUDA_PEAK if self.device.type == "cuda" else RSS_PEAK
 
     def reply(self, task: Task, key: TaskKey, client: EncodedClient, kind: str) -> Reply:
         """A stand-in reply to `task`, after running it (or a shorter copy) for real if its kind needs timing."""
@@ -112,11 +127,27 @@ class Prober:
         return replace(template, client_id=client.client_id, num_examples=len(client.train), state=state, tag=task.tag)
 
     def _run(self, task: Task, key: TaskKey, client: EncodedClient) -> tuple[float, Reply]:
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter()
         reply = answer(task, key, client, self.trainers)
         seconds = time.perf_counter() - start
         self.seconds += seconds
+        peak = self.peak_memory()
+        if peak is not None:
+            kind = work_kind(key.method, task.action)
+            self.peak_bytes[kind] = max(peak, self.peak_bytes.get(kind, 0))
         return seconds, reply
+
+    def peak_memory(self) -> int | None:
+        """Bytes: CUDA's most allocated since the last reset, or the process's peak RSS (None: not readable)."""
+        if self.device.type == "cuda":
+            return int(torch.cuda.max_memory_allocated(self.device))
+        try:
+            import resource
+        except ImportError:  # not a Unix
+            return None
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if platform.system() == "Darwin" else 1024)
 
     def _sample(self, task: Task, key: TaskKey, client: EncodedClient, kind: str) -> Reply:
         """Run a training task for real (at most `probe_steps` steps); seconds per step from the samples so far
@@ -154,6 +185,7 @@ class DryRunTransport:
     def __init__(self, clients: Mapping[str, EncodedClient], prober: Prober):
         self.clients, self.prober = clients, prober
         self.works: list[Work] = []
+        self.traffic = Traffic()  # the round loop takes each round's bytes into its record
         self.touched: set[str] = set()  # clients whose private memory a probe may have filled
 
     def exchange(self, tasks: list[Task], key: TaskKey) -> list[Reply]:
@@ -164,6 +196,8 @@ class DryRunTransport:
             work = work_of(task, task_key, client)
             self.works.append(work)
             replies.append(self.prober.reply(task, task_key, client, work.kind))
+        self.traffic.count_tasks(tasks)
+        self.traffic.count_replies(replies)
         return replies
 
     def aggregate(self, tasks: list[Task], key: TaskKey) -> Aggregate:
@@ -181,23 +215,52 @@ class DryRunTransport:
         return {}
 
 
+# Bytes a round carries: "down" and "up" in all (the mean over the rounds), and per client sent a task
+BYTES_KEYS = ("down", "up", "down_per_client", "up_per_client")
+
+
+@dataclass
+class DryRun:
+    """What a dry run of one method found: its works by phase, the server's own seconds, its bytes a round."""
+
+    global_works: list[Work]
+    local_works: list[Work]
+    server_s: float
+    traffic: dict[str, float]  # BYTES_KEYS
+
+
 @dataclass
 class MethodEstimate:
-    """One method's predicted seconds: its clients' global-phase work, personalization, the server's own work."""
+    """One method's predicted seconds: its clients' global-phase work, personalization, the server's own work;
+    its bytes a round and the peak memory of the timed tasks of its kinds (None: not measured)."""
 
     name: str
     global_s: float
     personalization_s: float
     server_s: float
     works: list[Work] = field(default_factory=list)
+    traffic: dict[str, float] = field(default_factory=dict)  # BYTES_KEYS
+    peak_memory_bytes: int | None = None
 
     @property
     def total_s(self) -> float:
         return self.global_s + self.personalization_s + self.server_s
 
 
-def dry_run(name: str, cfg: ExperimentConfig, setup: Setup, prober: Prober) -> tuple[list[Work], list[Work], float]:
-    """(global-phase works, personalization and selector works, server seconds) of method `name`."""
+def round_bytes(records: list[dict]) -> dict[str, float]:
+    """The bytes of the round records (`bytes_down` / `bytes_up` by client): the mean round's in all, and the mean
+    over every (round, client sent a task) as in a run's results (`communication`)."""
+    counted = communication(records)
+    if counted is None:
+        return dict.fromkeys(BYTES_KEYS, 0.0)
+    down = statistics.fmean(sum(r["down"].values()) for r in counted["rounds"])
+    up = statistics.fmean(sum(r["up"].values()) for r in counted["rounds"])
+    per_client = (counted["bytes_down_per_client_round"], counted["bytes_up_per_client_round"])
+    return dict(zip(BYTES_KEYS, (down, up, *per_client), strict=True))
+
+
+def dry_run(name: str, cfg: ExperimentConfig, setup: Setup, prober: Prober) -> DryRun:
+    """Method `name`'s global-phase works, personalization and selector works, server seconds and round bytes."""
     started, probing = time.perf_counter(), prober.seconds
     infos = every_client(setup)
     trained = [c for c in infos if c.client_id not in setup.unseen]
@@ -207,12 +270,23 @@ def dry_run(name: str, cfg: ExperimentConfig, setup: Setup, prober: Prober) -> t
         clients = ChainMap(dict(pooled_transport(algorithm, cfg, setup).clients), setup.clients)
     transport = DryRunTransport(clients, prober)
     transport.begin_method(name)
-    run_rounds(algorithm, transport, eval_every=cfg.federation.eval_every)
+    records = run_rounds(algorithm, transport, eval_every=cfg.federation.eval_every)
     global_works = list(transport.works)
     finish_method(algorithm, transport, infos, cfg.personalization.steps)
     local_works = transport.works[len(global_works) :]
     server_s = time.perf_counter() - started - (prober.seconds - probing)
-    return global_works, local_works, server_s
+    federated = [r for r in records if r["round"] < algorithm.num_rounds]  # not the stage after the rounds
+    return DryRun(global_works, local_works, server_s, round_bytes(federated))
+
+
+def machine(device: torch.device) -> str:
+    """The machine the estimate was measured on: the GPU's name on CUDA, else the CPU's model name and threads."""
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (CUDA)"
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    names = [x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")]
+    return f"{names[0] if names else platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
 
 
 @dataclass
@@ -221,6 +295,8 @@ class Estimate:
     methods: list[MethodEstimate]
     costs: dict[str, UnitCost]
     notes: list[str] = field(default_factory=list)
+    machine: str = ""  # where the unit costs and the peak memory were measured
+    memory_kind: str = ""  # CUDA_PEAK or RSS_PEAK
 
     @property
     def total_s(self) -> float:
@@ -238,19 +314,22 @@ def estimate_run(cfg: ExperimentConfig, progress: Progress | None = None, probe_
     methods, notes = [], []
     for name in cfg.algorithm.methods:
         say(f"{name}: dry run (the first tasks of each kind run for real, at most {probe_steps} steps each)")
-        global_works, local_works, server_s = dry_run(name, cfg, setup, prober)
+        run = dry_run(name, cfg, setup, prober)
+        works = run.global_works + run.local_works
         methods.append(
             MethodEstimate(
                 name,
-                predict_seconds(global_works, prober.costs),
-                predict_seconds(local_works, prober.costs),
-                server_s,
-                global_works + local_works,
+                predict_seconds(run.global_works, prober.costs),
+                predict_seconds(run.local_works, prober.costs),
+                run.server_s,
+                works,
+                run.traffic,
+                max((prober.peak_bytes[k] for k in {w.kind for w in works} if k in prober.peak_bytes), default=None),
             )
         )
     if cfg.diagnostics.enabled:
         notes.append("diagnostics are enabled: their time (Gradient Quotient, Headroom) is not in the estimate")
-    return Estimate(setup_s, methods, prober.costs, notes)
+    return Estimate(setup_s, methods, prober.costs, notes, machine(prober.device), prober.memory_kind)
 
 
 def work_summary(works: list[Work]) -> dict[str, tuple[int, int, int]]:
@@ -273,8 +352,19 @@ def duration(seconds: float) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
+def size(nbytes: float | None) -> str:
+    """'512 B', '110 kB', '1.5 MB', '2.1 GB' (powers of 1000); '–' for None."""
+    if nbytes is None:
+        return "–"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.{1 if nbytes < 10 * scale else 0}f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def estimate_tables(estimate: Estimate) -> list:
-    """Rich tables: the prediction per method (and in total), then the timed unit costs."""
+    """Rich tables: the prediction per method (and in total), its bytes a round and peak memory, then the timed
+    unit costs, titled with the machine they were measured on."""
     from rich.table import Table
 
     total = Table(title=f"predicted wall time: {duration(estimate.total_s)} ({estimate.total_s:.0f} s, in-process)")
@@ -286,12 +376,24 @@ def estimate_tables(estimate: Estimate) -> list:
         steps, pairs = sum(c[1] for c in counts), sum(c[2] for c in counts)
         seconds = (m.global_s, m.personalization_s, m.server_s, m.total_s)
         total.add_row(m.name, *(f"{s:.1f} s" for s in seconds), str(steps), str(pairs))
-    units = Table(title="timed on this machine (seconds)", caption="; ".join(estimate.notes) or None)
+    carried = Table(
+        title="predicted bytes a round and measured peak memory",
+        caption=f"bytes as the transports count them (tensors at their dtype, 8 B a numeric metric); peak memory: "
+        f"{estimate.memory_kind} during the timed real tasks"
+        + (" (the whole process's high-water mark, set-up included)" if estimate.memory_kind == RSS_PEAK else ""),
+    )
+    for column in ("method", "down a round", "up a round", "down per client", "up per client", "peak memory"):
+        carried.add_column(column, justify="left" if column == "method" else "right")
+    for m in estimate.methods:
+        carried.add_row(m.name, *(size(m.traffic.get(k)) for k in BYTES_KEYS), size(m.peak_memory_bytes))
+    units = Table(
+        title=f"timed on this machine (seconds): {estimate.machine}", caption="; ".join(estimate.notes) or None
+    )
     for column in ("kind of task", "per task", "per step", "per pair"):
         units.add_column(column, justify="left" if column == "kind of task" else "right")
     for kind, c in estimate.costs.items():
         units.add_row(kind, f"{c.per_task:.4f}", f"{c.per_step:.4f}", f"{c.per_pair:.5f}")
-    return [total, units]
+    return [total, carried, units]
 
 
 def estimate_json(estimate: Estimate) -> dict:
@@ -305,9 +407,12 @@ def estimate_json(estimate: Estimate) -> dict:
                 "personalization_s": round(m.personalization_s, 1),
                 "server_s": round(m.server_s, 1),
                 "work": {k: dict(zip(("tasks", "steps", "pairs"), v)) for k, v in work_summary(m.works).items()},
+                "bytes_a_round": {k: round(v, 1) for k, v in m.traffic.items()},
+                "peak_memory_bytes": m.peak_memory_bytes,
             }
             for m in estimate.methods
         },
         "unit_costs": {k: vars(c) for k, c in estimate.costs.items()},
         "notes": estimate.notes,
+        "measured_on": {"machine": estimate.machine, "peak_memory": estimate.memory_kind},
     }
