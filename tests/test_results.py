@@ -20,6 +20,7 @@ from fedpref.results import (
     RUN,
     SCHEMA_VERSION,
     STAGE2,
+    Cost,
     Curves,
     MethodResult,
     Provenance,
@@ -193,3 +194,16 @@ def test_field_table_names_every_field():
     table = fields_markdown()
     for name in ("schema_version", "status", "methods", "personalization", "per_client", "win_rates", "git_commit"):
         assert f"| `{name}` |" in table
+
+
+def test_a_method_without_cost_still_loads_and_one_with_it_reads_typed():
+    """Files written before the cost accounting have no `cost`; a method's cost reads back as `Cost`."""
+    done = load_results(FINISHED_RUN)
+    assert all(r.cost is None for r in done.methods.values())
+    assert all("cost" not in r.to_dict() for r in done.methods.values())
+    cost = {"trainable_params": 28033, "peak_memory_bytes": 2**20, "peak_memory_kind": "cpu_max_rss", "note": 1}
+    method = MethodResult.from_dict({"cost": cost | {"client_s_per_round": 0.5}})
+    assert isinstance(method.cost, Cost) and method.cost.trainable_params == 28033
+    assert method.cost.client_s_per_round == 0.5 and method.cost.server_s_per_round is None
+    assert method.cost.extra == {"note": 1}  # a key the schema does not name is kept
+    assert method.to_dict()["cost"] == cost | {"client_s_per_round": 0.5}

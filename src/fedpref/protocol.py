@@ -22,6 +22,7 @@ RESTORE_MEMORY = "restore_memory"  # resuming: a client reloads its own memory s
 PERSONALIZE = "personalize"  # the local phase from models[0]; payload["checkpoints"]: steps at which to test
 AFTER_THE_ROUNDS = 2**31 - 1  # the round a stage after the last round stands for (personalization, selector)
 SECURE_WEIGHT = "secure_weight"  # payload key of a train task whose state the server may see only summed: its weight
+COST = "cost"  # reply metrics key: what the task cost its client (fedpref.client.cost); the round loop takes it out
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,20 @@ def _plain(obj: Any) -> dict[str, Any]:
     return out | obj.extra
 
 
+class _Flat:
+    """A record of named fields and `extra` keys, nothing nested: read and written as is."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Any:
+        named, extra = _split(cls, data)
+        return cls(**named, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+
 @dataclass
-class Curves:
+class Curves(_Flat):
     """A method's personalization: test accuracy (%) after each of the personalization steps."""
 
     steps: list[int] = _help("personalization steps t at which accuracy was measured", factory=list)
@@ -64,13 +76,21 @@ class Curves:
     missing: list[str] | None = _help("clients that did not answer (absent when every client did)")
     extra: dict[str, Any] = _extra()
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Curves:
-        named, extra = _split(cls, data)
-        return cls(**named, extra=extra)
 
-    def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
+@dataclass
+class Cost(_Flat):
+    """What a method's global phase cost: parameter counts, peak memory, and its time split per round."""
+
+    trainable_params: int | None = _help("reward model parameters that train (requires_grad)")
+    params_down_per_client_round: float | None = _help("numbers sent to a client per round (tensor elements)")
+    params_up_per_client_round: float | None = _help("numbers a client sends back: state and numeric metrics")
+    peak_memory_bytes: int | None = _help("the largest peak memory a client reported for a round's task")
+    peak_memory_kind: str | None = _help("cuda_max_allocated (per task) or cpu_max_rss (process high-water)")
+    client_s_per_round: float | None = _help("client compute per round (each stage's critical path)")
+    server_s_per_round: float | None = _help("the server's own work per round: next_tasks, aggregation")
+    transport_s_per_round: float | None = _help("the rest of each round (the three sum to its wall_s)")
+    rounds: int | None = _help("the rounds the time split is the mean of")
+    extra: dict[str, Any] = _extra()
 
 
 @dataclass
@@ -89,6 +109,7 @@ class MethodResult:
         "and per round the bytes down and up by client (tensors at their dtype's size, 8 bytes per numeric metric)"
     )
     engine: str | None = _help("where it ran when not the in-process engine (flower; the centralized references)")
+    cost: Cost | None = _help("parameter counts, peak memory and the time split (`Cost` below; absent in older files)")
     extra: dict[str, Any] = _extra()
 
     @classmethod
@@ -96,12 +117,15 @@ class MethodResult:
         named, extra = _split(cls, data)
         if isinstance(named.get("personalization"), Mapping):
             named["personalization"] = Curves.from_dict(named["personalization"])
+        if isinstance(named.get("cost"), Mapping):
+            named["cost"] = Cost.from_dict(named["cost"])
         return cls(**named, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
         out = _plain(self)
-        if self.personalization is not None:
-            out["personalization"] = self.personalization.to_dict()
+        for name in ("personalization", "cost"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name).to_dict()
         return out
 
     @property
@@ -133,7 +157,7 @@ class Provenance:
 
 
 @dataclass
-class PolicyResult:
+class PolicyResult(_Flat):
     """A Stage 2 policy (`stage2`: conditional DPO, `feddpo`: FedDPO) and its win rates."""
 
     win_rates: dict[str, dict[str, Any]] = _help("judge -> context -> {win_rate, ci95, ...}; distinct_n", factory=dict)
@@ -141,14 +165,6 @@ class PolicyResult:
     training: dict[str, Any] | None = _help("DPO steps, pairs, first/last loss and implicit-reward accuracy")
     rounds: list[dict[str, Any]] | None = _help("FedDPO's per-round records")
     extra: dict[str, Any] = _extra()
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PolicyResult:
-        named, extra = _split(cls, data)
-        return cls(**named, extra=extra)
-
-    def to_dict(self) -> dict[str, Any]:
-        return _plain(self)
 
 
 @dataclass
@@ -337,8 +353,9 @@ RUN_FOLDER = (
     ("config.toml", "the resolved config and its `config_version`; `--resume` checks its hash (or an older one's)"),
     (
         "rounds.jsonl",
-        "one JSON line per global round: method, round, train_loss, wall_s, dropped clients, val_*, "
-        "bytes_down and bytes_up by client",
+        "one JSON line per global round: method, round, train_loss, wall_s and its split client_s / server_s / "
+        "transport_s, peak_memory_bytes and _kind, dropped clients, val_*, bytes_down / bytes_up and "
+        "params_down / params_up by client",
     ),
     (RESULTS_FILE, "the results (below); rewritten whole at the start, after each method (not Stage 2) and at the end"),
     ("table.md", "the run's tables in Markdown (what the console printed)"),
@@ -389,7 +406,7 @@ def results_page() -> str:
 def fields_markdown() -> str:
     """The fields of results.json as Markdown tables, one per record, from the dataclasses' help."""
     lines: list[str] = []
-    for cls in (RunResults, Provenance, MethodResult, Curves, Stage2Results, PolicyResult):
+    for cls in (RunResults, Provenance, MethodResult, Curves, Cost, Stage2Results, PolicyResult):
         lines += [f"### `{cls.__name__}`", "", (cls.__doc__ or "").strip(), ""]
         lines += ["| key | type | meaning |", "|---|---|---|"]
         for f in _named(cls):

@@ -14,6 +14,8 @@ import torch
 from fedpref.cli import main
 from fedpref.engines.checkpoint import CheckpointStore
 
+MEASURED_COST = ("_s_per_round", "peak_memory_bytes", "peak_memory_kind")
+
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = [
     "--set",
@@ -26,9 +28,12 @@ ARGS = [
 
 
 def comparable(run_dir: Path) -> tuple[dict, dict]:
-    """results.json without wall-clock timings, and every saved initialization."""
+    """results.json without wall-clock timings and peak memory (the machine's, not the run's), and every saved
+    initialization."""
     results = json.loads((run_dir / "results.json").read_text())
     methods = {name: {k: v for k, v in r.items() if k != "timing"} for name, r in results["methods"].items()}
+    for r in methods.values():
+        r["cost"] = {k: v for k, v in r.get("cost", {}).items() if not k.endswith(MEASURED_COST)}
     weights = {p.name: torch.load(p, weights_only=True) for p in sorted((run_dir / "models").glob("*.pt"))}
     return methods, weights
 

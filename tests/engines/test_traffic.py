@@ -15,6 +15,11 @@ TINY = Path(__file__).resolve().parents[2] / "src/fedpref/configs/quick/tiny.tom
 
 
 def one_round(method: str, overrides: list[str]) -> list[dict]:
+    return one_round_and_model(method, overrides)[0]
+
+
+def one_round_and_model(method: str, overrides: list[str]) -> tuple[list[dict], torch.nn.Module]:
+    """One round of `method` on tiny in-process: its round records and the reward model it trained."""
     from fedpref.algorithms.registry import build_algorithm
     from fedpref.client.trainer import LocalTrainer, optim_configs
     from fedpref.client.worker import Trainers
@@ -27,11 +32,12 @@ def one_round(method: str, overrides: list[str]) -> list[dict]:
     setup, (train_opt, pers_opt) = build_setup(cfg), optim_configs(cfg)
     algorithm = build_algorithm(method, cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
     trainers = Trainers(LocalTrainer(setup.model, train_opt), LocalTrainer(setup.model, pers_opt), cfg.seed)
-    return run_rounds(algorithm, InProcessTransport(setup.clients, trainers))
+    return run_rounds(algorithm, InProcessTransport(setup.clients, trainers)), setup.model
 
 
-def test_fedavg_sends_its_lora_state_and_head() -> None:
-    # tiny: MiniLM (hidden 384, FFN 1536), LoRA rank 4 on the top layer's six linear modules, scalar head, fp32
+def tiny_trainable_parameters() -> int:
+    """tiny: MiniLM (hidden 384, FFN 1536), LoRA rank 4 (A: rank x in, B: out x rank) on the top layer's six
+    linear modules, and a scalar head (weight and bias)."""
     rank = 4
     lora = rank * (
         (384 + 384)  # query
@@ -42,7 +48,11 @@ def test_fedavg_sends_its_lora_state_and_head() -> None:
         + (1536 + 384)  # output
     )
     head = 384 + 1
-    state = (lora + head) * 4  # 28033 parameters x 4 bytes = 112132
+    return lora + head
+
+
+def test_fedavg_sends_its_lora_state_and_head() -> None:
+    state = tiny_trainable_parameters() * 4  # 28033 parameters x 4 bytes (fp32) = 112132
     assert state == 112132
     log = one_round("FL", [])
     first = log[0]

@@ -17,8 +17,8 @@ from rich.console import Console
 
 from fedpref.algorithms.base import Algorithm
 from fedpref.config import load_config
-from fedpref.engines.loop import run_rounds
-from fedpref.experiments.tracking import LineProgress, Tracking, WandbTracker, duration
+from fedpref.engines.loop import MEASURED, run_rounds
+from fedpref.experiments.tracking import CsvTracker, LineProgress, Tracking, WandbTracker, duration
 from fedpref.protocol import EVALUATE, TRAIN, ClientInfo, Reply, Task, TaskKey
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -238,9 +238,10 @@ def test_run_rounds_evaluates_the_server_models_every_n_rounds():
     assert evals == [(TaskKey("toy", 1, 1), ["b"]), (TaskKey("toy", 3, 1), ["b"])]  # the round's participant
     assert [r.get("val_loss") for r in records] == [None, [0.5, 1.5], None, [0.5, 1.5]]
     assert records[1]["val_acc"] == [50.0, 100.0] and records[1]["eval_clients"] == 1
-    strip = ("val_loss", "val_acc", "eval_clients", "eval_s", "wall_s")
+    # the evaluation's tasks and replies count in the round's numbers; the measured keys differ between two runs
+    strip = ("val_loss", "val_acc", "eval_clients", "params_down", "params_up", *MEASURED)
     assert [{k: v for k, v in r.items() if k not in strip} for r in records] == [
-        {k: v for k, v in r.items() if k != "wall_s"} for r in plain
+        {k: v for k, v in r.items() if k not in strip} for r in plain
     ]
 
 
@@ -257,3 +258,32 @@ def test_logging_config_leaves_the_hash_alone():
         load_config("tiny", log_overrides("mlflow"))
     with pytest.raises(ConfigError, match="federation.eval_every"):
         load_config("tiny", ["federation.eval_every=-1"])
+
+
+def test_csv_tracker_gets_each_rounds_cost_and_the_methods_once(tmp_path):
+    tracking = Tracking([CsvTracker(tmp_path)])
+    record = {"method": "FL", "round": 0, "train_loss": 0.7, "wall_s": 1.0, "dropped": []}
+    record |= {"client_s": 0.6, "server_s": 0.1, "transport_s": 0.3, "peak_memory_bytes": 2**20}
+    record |= {"bytes_down": {"a": 100, "b": 100}, "bytes_up": {"a": 108, "b": 0}, "peak_memory_kind": "cpu_max_rss"}
+    tracking.log_round(record)
+    cost = {"trainable_params": 250, "params_down_per_client_round": 250.0, "peak_memory_bytes": 2**20}
+    tracking.log_method("FL", {"timing": {"wall_s": 2.0}, "cost": cost | {"peak_memory_kind": "cpu_max_rss"}})
+    tracking.close()
+    with (tmp_path / "scalars.csv").open() as f:
+        logged = {(r["tag"], int(r["step"])): float(r["value"]) for r in csv.DictReader(f)}
+    round_cost = {k: v for (k, step), v in logged.items() if k.startswith("FL/round/") and step == 0}
+    assert round_cost == {
+        "FL/round/wall_s": 1.0,
+        "FL/round/dropped": 0.0,
+        "FL/round/client_s": 0.6,
+        "FL/round/server_s": 0.1,
+        "FL/round/transport_s": 0.3,
+        "FL/round/bytes_down": 200.0,  # summed over the round's clients
+        "FL/round/bytes_up": 108.0,
+        "FL/round/train_loss": 0.7,
+    }
+    assert {k: v for (k, _), v in logged.items() if k.startswith("FL/cost/")} == {
+        "FL/cost/trainable_params": 250.0,
+        "FL/cost/params_down_per_client_round": 250.0,
+        "FL/cost/peak_memory_bytes": float(2**20),
+    }

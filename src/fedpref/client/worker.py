@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from fedpref.client.cost import measured
 from fedpref.client.personalize import personalize
 from fedpref.client.privacy import clip_update
 from fedpref.client.trainer import LocalTrainer
@@ -53,7 +54,13 @@ def generator_for(seed: int, task: Task, key: TaskKey) -> torch.Generator:
 
 
 def answer(task: Task, key: TaskKey, client: EncodedClient, trainers: Trainers) -> Reply:
-    """Carry out `task` on the client's own data, as every engine does."""
+    """Carry out `task` on the client's own data, as every engine does; the reply carries what it cost
+    (`fedpref.client.cost`: compute seconds and peak memory) in `metrics[COST]`."""
+    device = next(trainers.train.model.parameters()).device
+    return measured(lambda: carry_out(task, key, client, trainers), device)
+
+
+def carry_out(task: Task, key: TaskKey, client: EncodedClient, trainers: Trainers) -> Reply:
     generator = generator_for(trainers.seed, task, key)
     if task.action == PERSONALIZE:
         checkpoints = task.payload["checkpoints"]

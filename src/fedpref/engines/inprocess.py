@@ -19,6 +19,8 @@ class InProcessTransport:
     """Calls the client handler directly (`fedpref.client.worker.answer` with `trainers`, or any `handler`);
     a checkpoint holds the clients' private memories for them."""
 
+    concurrent_clients = False  # one client after another: a stage's client time is the sum of its clients'
+
     def __init__(
         self,
         clients: Mapping[str, Any],

@@ -17,11 +17,25 @@ from typing import Protocol
 
 from fedpref.algorithms.base import Algorithm
 from fedpref.engines.guards import NonFiniteModelError, nonfinite_tensors, split_finite
-from fedpref.protocol import EVALUATE, PERSONALIZE, Aggregate, ClientInfo, Reply, State, Task, TaskKey, is_secure
+from fedpref.engines.traffic import reply_numbers, task_numbers
+from fedpref.protocol import (
+    COST,
+    EVALUATE,
+    PERSONALIZE,
+    Aggregate,
+    ClientInfo,
+    Reply,
+    State,
+    Task,
+    TaskKey,
+    is_secure,
+)
 
 RoundCallback = Callable[[dict], None]
 CheckpointCallback = Callable[[int], None]  # called with the next round to run when a checkpoint is due
 log = logging.getLogger(__name__)
+MEASURED = ("wall_s", "client_s", "server_s", "transport_s", "peak_memory_bytes", "peak_memory_kind", "eval_s")
+"""The keys of a round record that measure the machine, not the run: two runs of one seed differ in them."""
 
 
 class Transport(Protocol):
@@ -64,16 +78,22 @@ def run_rounds(
     (`evaluate_server`); the record gets their mean val_loss / val_acc per model. A stage whose tasks carry
     SECURE_WEIGHT goes through `Transport.aggregate` (secure aggregation): the server sees no single reply, so a
     non-finite one shows only in the sum, which stops the run as above.
+
+    Each record also says what the round cost (`RoundCost`): its wall time split into client compute, server
+    work and transport (`client_s + server_s + transport_s == wall_s`), the peak memory the clients reported,
+    and the numbers (tensor elements and numeric metrics) sent to and received from each client.
     """
     records = []
     traffic = getattr(transport, "traffic", None)  # a transport that counts its bytes (engines.traffic.Traffic)
+    concurrent = bool(getattr(transport, "concurrent_clients", False))
     for r in range(start_round, algorithm.num_rounds + 1):
         if traffic is not None:
             traffic.take()  # what came before this round (a resume's memory restore) is not the round's
         start, stages, losses, dropped, participants, failures = time.perf_counter(), 0, [], [], [], []
+        cost = RoundCost(concurrent)
         while tasks := algorithm.next_tasks(r):
             key = TaskKey(algorithm.name, r, stages)
-            outcome = (run_secure_stage if is_secure(tasks) else run_stage)(algorithm, transport, tasks, key)
+            outcome = (run_secure_stage if is_secure(tasks) else run_stage)(algorithm, transport, tasks, key, cost)
             answered = outcome.used + outcome.nonfinite
             participants += [t.client_id for t in tasks if t.action != EVALUATE and t.client_id in answered]
             dropped += [t.client_id for t in tasks if t.client_id not in outcome.used]
@@ -83,19 +103,95 @@ def run_rounds(
             stages += 1
         if stages == 0 and r == algorithm.num_rounds:
             break
-        records.append(round_record(algorithm, r, stages, losses, dropped, time.perf_counter() - start))
+        wall_s = time.perf_counter() - start
+        records.append(round_record(algorithm, r, stages, losses, dropped, wall_s) | cost.split(wall_s))
         if failures:
             records[-1]["secure_aggregation_failed"] = failures
         if eval_every > 0 and r < algorithm.num_rounds and (r + 1) % eval_every == 0:
-            records[-1].update(evaluate_server(algorithm, transport, r, stages, list(dict.fromkeys(participants))))
+            clients = list(dict.fromkeys(participants))
+            records[-1].update(evaluate_server(algorithm, transport, r, stages, clients, cost))
         if traffic is not None:
             carried = traffic.take()
             records[-1]["bytes_down"], records[-1]["bytes_up"] = carried["down"], carried["up"]
+        if cost.down:
+            records[-1]["params_down"], records[-1]["params_up"] = dict(cost.down), dict(cost.up)
         if on_round:
             on_round(records[-1])
         if checkpoint and should_checkpoint(algorithm, r, checkpoint_every):
             checkpoint(r + 1)
     return records
+
+
+@dataclass
+class RoundCost:
+    """What one round cost, gathered stage by stage.
+
+    Time: `transport_s` counts the seconds inside the transport's calls (`exchange`, `aggregate`); of each such
+    call, the client compute on its critical path is client time: the sum of the clients' `client_s` where the
+    transport runs them one after another (in-process), the slowest client's where they run at once (Flower:
+    `concurrent_clients`), never more than the call took. The rest of the call is transport (serializing,
+    messaging, waiting); everything outside the calls (the algorithm's `next_tasks`, aggregation and the
+    server's checks) is server time. Memory: the largest `peak_memory_bytes` a client reported.
+    Numbers: per client, the tensor elements and numeric metric values of its tasks (down) and replies (up)."""
+
+    concurrent: bool = False
+    client_s: float = 0.0
+    transport_s: float = 0.0  # the calls' seconds less their client time
+    peak_memory: dict = field(default_factory=dict)  # {"peak_memory_bytes", "peak_memory_kind"} of the largest
+    down: dict[str, int] = field(default_factory=dict)
+    up: dict[str, int] = field(default_factory=dict)
+
+    def stage(self, seconds: float, costs: list[dict]) -> None:
+        """A transport call of `seconds` whose clients reported `costs` (their metrics[COST])."""
+        compute = [float(c.get("client_s", 0.0)) for c in costs]
+        critical = (max(compute) if self.concurrent else sum(compute)) if compute else 0.0
+        critical = min(critical, seconds)
+        self.client_s += critical
+        self.transport_s += seconds - critical
+        for c in costs:
+            if c.get("peak_memory_bytes", -1) > self.peak_memory.get("peak_memory_bytes", -1):
+                self.peak_memory = {k: c[k] for k in ("peak_memory_bytes", "peak_memory_kind") if k in c}
+
+    def carried(self, tasks: list[Task], replies: list[Reply]) -> None:
+        """The numbers of `tasks` (down) and of their `replies` (up; a client that never answers sends 0)."""
+        for task in tasks:
+            self.down[task.client_id] = self.down.get(task.client_id, 0) + task_numbers(task)
+            self.up.setdefault(task.client_id, 0)
+        for reply in replies:
+            self.up[reply.client_id] += reply_numbers(reply)
+
+    def split(self, wall_s: float) -> dict:
+        """{"client_s", "server_s", "transport_s"} (ms-rounded, summing to the rounded `wall_s`) and the peak memory."""
+        wall = round(wall_s, 3)
+        client = min(round(self.client_s, 3), wall)
+        transport = min(max(round(self.transport_s, 3), 0.0), round(wall - client, 3))
+        return {
+            "client_s": client,
+            "server_s": round(wall - client - transport, 3),
+            "transport_s": transport,
+            **self.peak_memory,
+        }
+
+
+def take_costs(replies: list[Reply]) -> list[dict]:
+    """The costs the replies carry (metrics[COST]), taken out of them: the algorithms never see them."""
+    costs = []
+    for reply in replies:
+        if COST in reply.metrics:
+            costs.append(reply.metrics[COST])
+            reply.metrics = {k: v for k, v in reply.metrics.items() if k != COST}
+    return costs
+
+
+def exchange(transport: Transport, tasks: list[Task], key: TaskKey, cost: RoundCost | None = None) -> list[Reply]:
+    """`transport.exchange`, its replies without their costs; with `cost`, the call's time and numbers go to it."""
+    start = time.perf_counter()
+    replies = transport.exchange(tasks, key)
+    seconds, costs = time.perf_counter() - start, take_costs(replies)
+    if cost is not None:
+        cost.stage(seconds, costs)
+        cost.carried(tasks, replies)
+    return replies
 
 
 @dataclass
@@ -109,36 +205,54 @@ class StageOutcome:
     failure: str | None = None
 
 
-def run_stage(algorithm: Algorithm, transport: Transport, tasks: list[Task], key: TaskKey) -> StageOutcome:
+def run_stage(
+    algorithm: Algorithm, transport: Transport, tasks: list[Task], key: TaskKey, cost: RoundCost | None = None
+) -> StageOutcome:
     """One stage in the clear: every finite reply goes to `algorithm.receive`."""
-    replies, bad = split_finite(transport.exchange(tasks, key))
+    replies, bad = split_finite(exchange(transport, tasks, key, cost))
     if bad:
         log.warning("%s round %s: dropped non-finite update(s) from %s", key.method, key.round, ", ".join(bad))
     algorithm.receive(key.round, replies)
     return StageOutcome([x.client_id for x in replies], [x.metrics for x in replies], bad)
 
 
-def run_secure_stage(algorithm: Algorithm, transport: Transport, tasks: list[Task], key: TaskKey) -> StageOutcome:
+def run_secure_stage(
+    algorithm: Algorithm, transport: Transport, tasks: list[Task], key: TaskKey, cost: RoundCost | None = None
+) -> StageOutcome:
     """One stage whose replies the server sees only summed (`Transport.aggregate`). A sum that could not be
     unmasked (too few clients answered) is logged and recorded, and the algorithm keeps its model: never a
-    silent average of whoever answered."""
+    silent average of whoever answered. Each contributor counts as sending a state of the sum's size."""
+    start = time.perf_counter()
     aggregate = transport.aggregate(tasks, key)
+    seconds = time.perf_counter() - start
+    costs = [m[COST] for m in aggregate.metrics if COST in m]
+    aggregate.metrics = [{k: v for k, v in m.items() if k != COST} for m in aggregate.metrics]
+    if cost is not None:
+        cost.stage(seconds, costs)
+        state = aggregate.state if aggregate.state is not None else {}
+        contributions = [Reply(c, 0, state, m) for c, m in zip(aggregate.client_ids, aggregate.metrics)]
+        cost.carried(tasks, contributions)
     if aggregate.state is None:
         log.warning("%s round %s: secure aggregation failed (%s)", key.method, key.round, aggregate.failure)
     algorithm.receive_aggregate(key.round, aggregate)
     return StageOutcome(list(aggregate.client_ids), aggregate.metrics, failure=aggregate.failure)
 
 
-def evaluate_server(algorithm: Algorithm, transport: Transport, r: int, stage: int, client_ids: list[str]) -> dict:
+def evaluate_server(
+    algorithm: Algorithm, transport: Transport, r: int, stage: int, client_ids: list[str], cost: RoundCost | None = None
+) -> dict:
     """Round `r`'s participants evaluate the server's current model(s) on their validation pairs, as EVALUATE tasks
     under the round's next free stage key (so no training task's generator moves): {"val_loss": [mean per model],
-    "val_acc": [...], "eval_clients": replies, "eval_s": seconds}; {} without models or participants."""
+    "val_acc": [...], "eval_clients": replies, "eval_s": seconds}; {} without models or participants. With `cost`,
+    the tasks and replies count in the round's numbers (its time is `eval_s`, outside the round's wall time)."""
     models = algorithm.server_models()
     if not models or not client_ids:
         return {}
     start = time.perf_counter()
     tasks = [Task(cid, EVALUATE, list(models), tag="eval") for cid in client_ids]
-    replies = transport.exchange(tasks, TaskKey(algorithm.name, r, stage))
+    replies = exchange(transport, tasks, TaskKey(algorithm.name, r, stage))
+    if cost is not None:
+        cost.carried(tasks, replies)
     out: dict = {"eval_clients": len(replies)}
     if replies:
         for metric in ("val_loss", "val_acc"):
@@ -186,13 +300,39 @@ def communication(records: list[dict]) -> dict | None:
     counted = [r for r in records if "bytes_down" in r]
     if not counted:
         return None
-    down = [n for r in counted for n in r["bytes_down"].values()]
-    up = [r["bytes_up"].get(c, 0) for r in counted for c in r["bytes_down"]]
+    down, up = per_client_round(counted, "bytes")
     out: dict = {
-        "bytes_down_per_client_round": statistics.fmean(down) if down else 0.0,
-        "bytes_up_per_client_round": statistics.fmean(up) if up else 0.0,
+        "bytes_down_per_client_round": down,
+        "bytes_up_per_client_round": up,
         "rounds": [{"round": r["round"], "down": r["bytes_down"], "up": r["bytes_up"]} for r in counted],
     }
+    return out
+
+
+def per_client_round(records: list[dict], what: str) -> tuple[float, float]:
+    """The mean of `{what}_down` and of `{what}_up` over every (record, client sent a task in it)."""
+    down = [n for r in records for n in r[f"{what}_down"].values()]
+    up = [r[f"{what}_up"].get(c, 0) for r in records for c in r[f"{what}_down"]]
+    return (statistics.fmean(down) if down else 0.0), (statistics.fmean(up) if up else 0.0)
+
+
+TIME_SPLIT = ("client_s", "server_s", "transport_s")
+
+
+def method_cost(records: list[dict], trainable_params: int | None = None, federated: bool = True) -> dict:
+    """A method's cost (fedpref.results.MethodResult.cost) from its round records (`RoundCost`): the numbers sent
+    to and received from a client per round (the mean over every (round, client sent a task); only for a
+    `federated` method), the largest peak memory of any round, and the mean seconds per round of client compute,
+    server work and transport; with the reward model's `trainable_params`."""
+    out: dict = {} if trainable_params is None else {"trainable_params": trainable_params}
+    if federated and (counted := [r for r in records if "params_down" in r]):
+        out["params_down_per_client_round"], out["params_up_per_client_round"] = per_client_round(counted, "params")
+    if peaks := [r for r in records if "peak_memory_bytes" in r]:
+        top = max(peaks, key=lambda r: r["peak_memory_bytes"])
+        out |= {k: top[k] for k in ("peak_memory_bytes", "peak_memory_kind") if k in top}
+    if split := [r for r in records if "client_s" in r]:
+        out |= {f"{k}_per_round": round(statistics.fmean(r[k] for r in split), 4) for k in TIME_SPLIT}
+        out["rounds"] = len(split)
     return out
 
 
@@ -210,9 +350,8 @@ def personalize(
         Task(cid, PERSONALIZE, [init], steps=max(checkpoints), payload={"checkpoints": list(checkpoints)})
         for cid, init in inits.items()
     ]
-    return {
-        reply.client_id: list(reply.metrics["acc"]) for reply in transport.exchange(tasks, TaskKey(method, PERSONALIZE))
-    }
+    replies = exchange(transport, tasks, TaskKey(method, PERSONALIZE))
+    return {reply.client_id: list(reply.metrics["acc"]) for reply in replies}
 
 
 def finish_method(
@@ -257,7 +396,7 @@ def evaluate_selector(algorithm: Algorithm, transport: Transport, infos: list[Cl
 
 
 def ask_selector(algorithm: Algorithm, transport: Transport, client_ids: list[str], stage: str) -> dict:
-    replies = transport.exchange(algorithm.selector_tasks(client_ids), TaskKey(algorithm.name, stage))
+    replies = exchange(transport, algorithm.selector_tasks(client_ids), TaskKey(algorithm.name, stage))
     return algorithm.summarize_selector(replies)
 
 

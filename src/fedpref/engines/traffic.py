@@ -1,4 +1,5 @@
-"""Bytes a transport carries to and from each client: tensors at their dtype's size, numeric metrics at 8 bytes each."""
+"""Bytes a transport carries to and from each client: tensors at their dtype's size, numeric metrics at 8 bytes each;
+and the numbers behind them (one per tensor element and per numeric metric value)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,26 @@ def tensor_bytes(tensors: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
-def metric_bytes(metrics: dict[str, Any]) -> int:
-    """8 bytes per number of the numeric metrics (a number, or a non-empty list of one number type)."""
+def tensor_numel(tensors: Any) -> int:
+    """The elements of every tensor among `tensors`."""
+    return sum(t.numel() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def metric_numbers(metrics: dict[str, Any]) -> int:
+    """How many numbers the numeric metrics hold (each a number, or a non-empty list of one number type); a dict
+    or text (e.g. a reply's COST) travels as configuration and is not counted."""
     total = 0
     for value in metrics.values():
         items = value if isinstance(value, list) else [value]
         numeric = bool(items) and len({type(v) for v in items}) == 1
         if numeric and isinstance(items[0], int | float) and not isinstance(items[0], bool):
-            total += NUMBER_BYTES * len(items)
+            total += len(items)
     return total
+
+
+def metric_bytes(metrics: dict[str, Any]) -> int:
+    """8 bytes per number of the numeric metrics."""
+    return NUMBER_BYTES * metric_numbers(metrics)
 
 
 def task_bytes(task: Task) -> int:
@@ -36,6 +48,16 @@ def task_bytes(task: Task) -> int:
 def reply_bytes(reply: Reply) -> int:
     """What a reply carries back: its trained state's tensors and its numeric metrics."""
     return tensor_bytes((reply.state or {}).values()) + metric_bytes(reply.metrics)
+
+
+def task_numbers(task: Task) -> int:
+    """The numbers a task carries to its client (what `task_bytes` counts, one per element)."""
+    return sum(tensor_numel(model.values()) for model in task.models) + tensor_numel(task.payload.values())
+
+
+def reply_numbers(reply: Reply) -> int:
+    """The numbers a reply carries back: its trained state's elements and its numeric metrics' numbers."""
+    return tensor_numel((reply.state or {}).values()) + metric_numbers(reply.metrics)
 
 
 class Traffic:

@@ -17,7 +17,15 @@ from fedpref.client.trainer import LocalTrainer, optim_configs
 from fedpref.client.worker import EncodedClient, Trainers, concat, task_generator
 from fedpref.config import ExperimentConfig
 from fedpref.engines.inprocess import InProcessTransport
-from fedpref.engines.loop import Transport, communication, finish_method, personalize, run_rounds, summarize_curves
+from fedpref.engines.loop import (
+    Transport,
+    communication,
+    finish_method,
+    method_cost,
+    personalize,
+    run_rounds,
+    summarize_curves,
+)
 from fedpref.experiments.setup import Setup
 from fedpref.models.adapters import State
 from fedpref.protocol import ClientInfo
@@ -134,11 +142,18 @@ def execute_method(
         result["diagnostics"] = run_diagnostics(name, inits, cfg, setup, progress)
     global_s = sum(r["wall_s"] for r in records)
     result["timing"] = {"wall_s": round(time.perf_counter() - started, 2), "global_s": global_s}
-    if not isinstance(algorithm, Centralized) and (carried := communication(records)) is not None:
+    federated = not isinstance(algorithm, Centralized)
+    if federated and (carried := communication(records)) is not None:
         result["communication"] = carried
+    result["cost"] = method_cost(records, trainable_parameters(reward_model), federated)
     if federation.engine != INPROCESS:
         result["engine"] = federation.engine
     return result, log
+
+
+def trainable_parameters(model: nn.Module) -> int:
+    """The reward model's parameters that train (requires_grad): the LoRA adapters and the head."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def run_global(

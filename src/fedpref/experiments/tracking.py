@@ -165,12 +165,14 @@ class Tracking:
         self.log_scalars(record["round"], round_scalars(record), f"{record['method']}/round")
 
     def log_method(self, name: str, result: MethodResult | dict) -> None:
-        """A finished method: its personalization curve (step = personalization steps) and timing."""
+        """A finished method: its personalization curve (step = personalization steps), timing and cost
+        (parameter counts, peak memory, the time split per round)."""
         result = as_methods({name: result})[name]
         for step, values in curve_points(result.curves):
             self.log_scalars(step, values, f"{name}/personalization")
         timing = result.timing or {}
-        self.log_scalars(0, {k: v for k, v in timing.items() if isinstance(v, int | float)}, f"{name}/timing")
+        self.log_scalars(0, numbers(timing), f"{name}/timing")
+        self.log_scalars(0, numbers(result.cost.to_dict() if result.cost else {}), f"{name}/cost")
 
     def finish(self, results: RunResults | dict) -> None:
         """The final tables (as printed at the end of the run), then close every tracker."""
@@ -189,10 +191,23 @@ def open_tracking(cfg: ExperimentConfig, run_dir: Path) -> Tracking:
     return Tracking([makers[name]() for name in cfg.logging.backends])
 
 
+def numbers(values: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric entries of `values` (not bools, text or nested records)."""
+    return {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+ROUND_COST = ("client_s", "server_s", "transport_s")
+
+
 def round_scalars(record: dict) -> dict[str, float]:
-    """The numbers of a round record: train_loss (when clients trained), wall_s, dropped clients and, on
+    """The numbers of a round record: train_loss (when clients trained), wall_s and its split into client_s,
+    server_s and transport_s, dropped clients, the bytes down and up summed over the round's clients and, on
     evaluation rounds, val_loss/k and val_acc/k of each server model k."""
     values: dict[str, float] = {"wall_s": record["wall_s"], "dropped": len(record.get("dropped", []))}
+    values.update({k: record[k] for k in ROUND_COST if k in record})
+    for key in ("bytes_down", "bytes_up"):
+        if key in record:
+            values[key] = sum(record[key].values())
     if record.get("train_loss") is not None:
         values["train_loss"] = record["train_loss"]
     for metric in ("val_loss", "val_acc"):

@@ -101,6 +101,8 @@ class GridTransport:
     on a new node (a restarted SuperNode) takes its place again, and restores its memory snapshot.
     """
 
+    concurrent_clients = True  # every node gets its message at once: a stage waits on its slowest client
+
     def __init__(
         self,
         grid: Grid,
