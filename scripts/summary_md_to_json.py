@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from fedpref.reports.summary import DIAGNOSTIC_COLUMNS, json_document
+from fedpref.reports.summary import COST, DIAGNOSTIC_COLUMNS, EFFICIENCY, json_document
 
 # A table's caption (the line before it) -> the row kind `fedpref summarize` gives its rows.
 CAPTIONS = (
@@ -27,7 +27,7 @@ PAIR = re.compile(r"Paired difference (?!against )(.+?) in accuracy points \(")
 ACROSS_PAIR = re.compile(r"Paired difference against (.+?)=.+? in accuracy points \(")
 ACROSS_HEADING = re.compile(r"Across (\S+): (.*)")
 RUNS_LINE = re.compile(r"\d+ run\(s\), seeds ([\d, ]+):")
-EFFICIENCY_KINDS = ("bytes_down", "bytes_up", "s_per_round")
+EFFICIENCY_KINDS = {title: kind for kind, title, _, _ in EFFICIENCY + COST}  # column title -> row kind
 DIAGNOSTIC_KEYS = {title: key for key, title in DIAGNOSTIC_COLUMNS.items()}
 
 
@@ -125,11 +125,15 @@ def diagnostics_table(table: list[str], group: str) -> list[dict]:
 
 
 def efficiency_table(table: list[str], group: str) -> list[dict]:
-    """| method | bytes down | bytes up | s / round | seeds |."""
+    """| method | bytes down | bytes up | s / round | seeds | and, in summaries with the cost accounting, client /
+    server / transport s, peak memory and the parameter counts: each column by its title."""
+    titles = cells(table[0])
     rows = []
     for line in table[2:]:
-        method, *texts, n = cells(line)
-        for kind, text in zip(EFFICIENCY_KINDS, texts, strict=True):
+        texts = dict(zip(titles, cells(line), strict=True))
+        method, n = texts.pop("method"), texts.pop("seeds")
+        for title, text in texts.items():
+            kind = EFFICIENCY_KINDS[title]
             mean, low, high = mean_and_interval(text)
             if mean is not None:
                 rows.append(record(group, kind, method, None, "seed", int(n), mean, None, low, high, None, []))

@@ -22,7 +22,8 @@ class Row:
     """One CSV row (and one Markdown table row) of the summary."""
 
     group: str
-    # accuracy | ari | settled | bytes_down | bytes_up | s_per_round | paired_difference | diagnostic:<quantity>
+    # accuracy | ari | settled | bytes_down | bytes_up | s_per_round | client_s | server_s | transport_s
+    # | peak_memory_mib | trainable_params | params_down | params_up | paired_difference | diagnostic:<quantity>
     # | across:<config key>
     kind: str
     method: str
@@ -116,34 +117,86 @@ def seconds_per_round(run: Run, method: str) -> float | None:
     return None if not rounds or global_s is None else float(global_s) / rounds
 
 
+def cost(key: str, scale: float = 1.0) -> Callable[[Run, str], float | None]:
+    """A method's `cost.<key>` in a run over `scale`, None where it was not recorded (older runs)."""
+
+    def value(run: Run, method: str) -> float | None:
+        found = getattr(run.methods[method].cost, key, None)
+        return None if found is None else float(found) / scale
+
+    return value
+
+
+MIB = 2**20
+# (row kind, column title, value, digits); the columns after `seeds` are the method's cost (MethodResult.cost)
 EFFICIENCY = (
-    ("bytes_down", communicated("bytes_down_per_client_round"), 0),
-    ("bytes_up", communicated("bytes_up_per_client_round"), 0),
-    ("s_per_round", seconds_per_round, 3),
+    ("bytes_down", "bytes down / client / round", communicated("bytes_down_per_client_round"), 0),
+    ("bytes_up", "bytes up / client / round", communicated("bytes_up_per_client_round"), 0),
+    ("s_per_round", "s / round", seconds_per_round, 3),
+)
+COST = (
+    ("client_s", "client s / round", cost("client_s_per_round"), 3),
+    ("server_s", "server s / round", cost("server_s_per_round"), 3),
+    ("transport_s", "transport s / round", cost("transport_s_per_round"), 3),
+    ("peak_memory_mib", "peak memory MiB", cost("peak_memory_bytes", MIB), 1),
+    ("trainable_params", "trainable params", cost("trainable_params"), 0),
+    ("params_down", "params down / client / round", cost("params_down_per_client_round"), 0),
+    ("params_up", "params up / client / round", cost("params_up_per_client_round"), 0),
 )
 
 
 def efficiency_lines(group: Group) -> tuple[list[str], list[Row]]:
-    """Per method: bytes down / up per client per round and seconds per round, mean [95% t-interval] over seeds."""
-    rows = {kind: per_run_rows(group, kind, value) for kind, value, _ in EFFICIENCY}
-    seeds = {r.method: r.est.n for r in rows["bytes_down"]}
+    """Per method: bytes down / up per client per round, seconds per round, its split into client, server and
+    transport, peak memory and the parameter counts, each as the mean [95% t-interval] over seeds."""
+    rows = {kind: per_run_rows(group, kind, value) for kind, _, value, _ in EFFICIENCY + COST}
+    seeds: dict[str, int] = {}
+    for r in (r for kind in rows for r in rows[kind]):
+        seeds[r.method] = max(seeds.get(r.method, 0), r.est.n)
     methods = [m for m in group.methods() if m in seeds]
     if not methods:
         return [], []
+    titles = [title for _, title, _, _ in EFFICIENCY] + ["seeds"] + [title for _, title, _, _ in COST]
     lines = ["", "Efficiency per method: mean over seeds [95% t-interval] (seeds).", ""]
-    lines += ["| method | bytes down / client / round | bytes up / client / round | s / round | seeds |"]
-    lines += ["|---|---|---|---|---|"]
+    lines += ["| method | " + " | ".join(titles) + " |", "|---" * (len(titles) + 1) + "|"]
     for method in methods:
-        found = {kind: next((r for r in rows[kind] if r.method == method), None) for kind, _, _ in EFFICIENCY}
-        cells = [efficiency_cell(found[kind], digits) for kind, _, digits in EFFICIENCY]
-        lines.append(f"| {method} | " + " | ".join(cells) + f" | {seeds[method]} |")
+        found = {kind: next((r for r in rows[kind] if r.method == method), None) for kind in rows}
+        cells = [efficiency_cell(found[kind], digits) for kind, _, _, digits in EFFICIENCY] + [str(seeds[method])]
+        cells += [efficiency_cell(found[kind], digits, kind.startswith(COUNTS)) for kind, _, _, digits in COST]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines += memory_kind_lines(group, methods)
     return lines, [r for kind in rows for r in rows[kind] if r.method in methods]
 
 
-def efficiency_cell(row: Row | None, digits: int) -> str:
+COUNTS = ("trainable_params", "params_")  # the same on every seed: shown without an interval when they are
+
+
+def memory_kind_lines(group: Group, methods: list[str]) -> list[str]:
+    """Which peak memory the column shows (fedpref.client.cost), for the methods that recorded one."""
+    kinds = sorted(
+        {k for run in group.runs for m in methods if m in run.methods and (k := kind_of(run.methods[m].cost))}
+    )
+    if not kinds:
+        return []
+    return ["", "Peak memory: " + ", ".join(f"{k} ({MEMORY_KINDS.get(k, k)})" for k in kinds) + "."]
+
+
+MEMORY_KINDS = {
+    "cuda_max_allocated": "torch.cuda.max_memory_allocated during a client's task, the largest of any round",
+    "cpu_max_rss": "the process's peak RSS, a high-water mark since it started, not one step's",
+}
+
+
+def kind_of(cost: object) -> str | None:
+    return getattr(cost, "peak_memory_kind", None)
+
+
+def efficiency_cell(row: Row | None, digits: int, constant_plain: bool = False) -> str:
+    """'mean [lo, hi]' ('mean' alone without an interval, or with `constant_plain` when every seed agrees)."""
     if row is None:
         return "–"
     ci = row.est.interval
+    if constant_plain and len(set(row.est.values)) == 1:
+        ci = None
     return fmt(row.est.mean, digits) + (f" [{fmt(ci[0], digits)}, {fmt(ci[1], digits)}]" if ci else "")
 
 
