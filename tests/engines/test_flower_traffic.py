@@ -67,3 +67,16 @@ def test_same_bytes_per_client_and_round(method, inprocess, flower) -> None:
     assert [r["bytes_down"] for r in ours] == [r["bytes_down"] for r in theirs]
     assert [r["bytes_up"] for r in ours] == [r["bytes_up"] for r in theirs]
     assert sum(n for r in theirs for n in r["bytes_down"].values()) > 0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_flower_records_the_cost_the_in_process_engine_records(method, inprocess, flower) -> None:
+    """The same numbers to and from each client; the clients' time and peak memory come back over the Messages,
+    and each round's split sums to its wall time on both engines."""
+    ours, theirs = inprocess[method], flower[method]
+    assert [(r["params_down"], r["params_up"]) for r in ours] == [(r["params_down"], r["params_up"]) for r in theirs]
+    for record in ours + theirs:
+        parts = [record[k] for k in ("client_s", "server_s", "transport_s")]
+        assert all(p >= 0 for p in parts) and record["client_s"] > 0
+        assert sum(parts) == pytest.approx(record["wall_s"], abs=1e-9)
+        assert record["peak_memory_bytes"] > 0 and record["peak_memory_kind"] in ("cpu_max_rss", "cuda_max_allocated")
