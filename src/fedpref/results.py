@@ -81,7 +81,9 @@ class Curves(_Flat):
 class Cost(_Flat):
     """What a method's global phase cost: parameter counts, peak memory, and its time split per round."""
 
-    trainable_params: int | None = _help("reward model parameters that train (requires_grad)")
+    trainable_params: int | None = _help(
+        "parameters one model of the method trains: LoRA adapters and head (FedVPA family: and its variational modules)"
+    )
     params_down_per_client_round: float | None = _help("numbers sent to a client per round (tensor elements)")
     params_up_per_client_round: float | None = _help("numbers a client sends back: state and numeric metrics")
     peak_memory_bytes: int | None = _help("the largest peak memory a client reported for a round's task")

@@ -9,6 +9,7 @@ from test_traffic import one_round_and_model, tiny_trainable_parameters
 
 from fedpref.engines.loop import RoundCost, exchange, method_cost
 from fedpref.experiments.runner import trainable_parameters
+from fedpref.models.adapters import trainable_state
 from fedpref.protocol import COST, TRAIN, Reply, Task, TaskKey
 
 
@@ -20,13 +21,29 @@ def fedavg() -> tuple[list[dict], torch.nn.Module]:
 def test_fedavg_parameter_counts_by_hand(fedavg) -> None:
     log, model = fedavg
     assert tiny_trainable_parameters() == 28033
-    assert trainable_parameters(model) == 28033  # the LoRA adapters and the head require grad, nothing else
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 28033  # the LoRA adapters and the head
+    assert trainable_parameters(trainable_state(model)) == 28033  # and they are the state FedAvg trains
     for record in log:
         assert set(record["params_down"].values()) == {28033}  # the global state
         assert set(record["params_up"].values()) == {28033 + 1}  # the trained state and its train_loss
-    cost = method_cost(log, trainable_parameters(model))
+    cost = method_cost(log, trainable_parameters(trainable_state(model)))
     assert cost["trainable_params"] == 28033
     assert (cost["params_down_per_client_round"], cost["params_up_per_client_round"]) == (28033, 28034)
+
+
+def test_fedvpa_gp_trains_its_variational_modules_beside_the_reward_model() -> None:
+    from fedpref.algorithms.fedvpa import spec_from_config
+    from fedpref.algorithms.registry import build_algorithm
+    from fedpref.config import load_config
+    from fedpref.experiments.setup import build_setup
+    from fedpref.models.variational import variational_model
+
+    cfg = load_config("tiny", ["federation.rounds=1", "algorithm.methods=['FedVPA-GP']"])
+    setup = build_setup(cfg)
+    algorithm = build_algorithm("FedVPA-GP", cfg, setup.infos, setup.init_state, setup.model, setup.unseen)
+    modules = variational_model(setup.model, spec_from_config(cfg)).initial_modules
+    assert trainable_parameters(algorithm.init_state) == 28033 + sum(t.numel() for t in modules.values())
+    assert sum(t.numel() for t in modules.values()) > 0
 
 
 def test_fedvpa_gp_sends_up_its_latent_statistics_as_numbers() -> None:

@@ -145,15 +145,16 @@ def execute_method(
     federated = not isinstance(algorithm, Centralized)
     if federated and (carried := communication(records)) is not None:
         result["communication"] = carried
-    result["cost"] = method_cost(records, trainable_parameters(reward_model), federated)
+    result["cost"] = method_cost(records, trainable_parameters(algorithm.init_state), federated)
     if federation.engine != INPROCESS:
         result["engine"] = federation.engine
     return result, log
 
 
-def trainable_parameters(model: nn.Module) -> int:
-    """The reward model's parameters that train (requires_grad): the LoRA adapters and the head."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+def trainable_parameters(state: State) -> int:
+    """The parameters one model of a method trains: the elements of its starting state, i.e. the LoRA adapters and
+    the head, and for the FedVPA family also the variational modules the client builds around the reward model."""
+    return sum(t.numel() for t in state.values())
 
 
 def run_global(
