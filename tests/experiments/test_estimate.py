@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from fedpref.cli import main
+from fedpref.client.cost import CPU_MAX_RSS
 from fedpref.config import load_config
-from fedpref.experiments.estimate import RSS_PEAK, Prober, UnitCost, Work, dry_run, predict_seconds, size
+from fedpref.experiments.estimate import Prober, UnitCost, Work, dry_run, predict_seconds, size
 from fedpref.experiments.runner import trainers
 from fedpref.experiments.setup import build_setup
 
@@ -40,7 +41,7 @@ def test_dry_run_counts_fedavg_work_as_the_config_says():
     # to evaluate (and sends back its val_loss and val_acc, 16 B)
     down, up = 2 * 112132, 112132 + 8 + 16
     assert run.traffic == {"down": 3 * down, "up": 3 * up, "down_per_client": down, "up_per_client": up}
-    assert prober.memory_kind == RSS_PEAK and prober.peak_bytes["train"] > 0  # this machine has no GPU in the tests
+    assert prober.memory_kind == CPU_MAX_RSS and prober.peak_bytes["train"] > 0  # this machine has no GPU in the tests
 
 
 def test_estimate_command_writes_a_prediction_per_method(tmp_path, capsys):

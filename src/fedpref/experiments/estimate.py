@@ -13,8 +13,9 @@ few rounds) is counted as it will run.
 
 Beside the time: the bytes down and up a round, counted as the transports count them (fedpref.engines.traffic)
 on the dry run's tasks and on its replies (a stand-in reply carries a real reply's metrics and, for a trained
-state, the task's model: the same tensors a real one sends back); and the peak memory of the timed real tasks
-(CUDA's most allocated on a GPU, else the process's peak resident set size, which includes the set-up). All of
+state, the task's model: the same tensors a real one sends back); and the peak memory of the timed real tasks,
+as their clients measure it in a run (fedpref.client.cost: CUDA's most allocated on a GPU, else the process's
+peak resident set size, which includes the set-up). All of
 it holds for this machine only, which the output names.
 """
 
@@ -33,16 +34,17 @@ import torch
 from fedpref.algorithms.aggregation import clear_aggregate
 from fedpref.algorithms.centralized import Centralized
 from fedpref.algorithms.registry import build_algorithm
+from fedpref.client.cost import CPU_MAX_RSS, CUDA_MAX_ALLOCATED
 from fedpref.client.worker import EncodedClient, Trainers, answer
 from fedpref.config import ExperimentConfig
 from fedpref.engines.loop import communication, finish_method, run_rounds, task_keys
 from fedpref.engines.traffic import Traffic
 from fedpref.experiments.runner import every_client, pooled_transport, trainers
 from fedpref.experiments.setup import Setup, build_setup
-from fedpref.protocol import EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, TRAIN, Aggregate, Reply, Task, TaskKey
+from fedpref.protocol import COST, EVALUATE, EVALUATE_SELECTOR, PERSONALIZE, TRAIN, Aggregate, Reply, Task, TaskKey
 
 Progress = Callable[[str], None]
-CUDA_PEAK, RSS_PEAK = "CUDA max allocated", "process peak RSS"  # what a peak memory number is
+MEMORY_KINDS = {CUDA_MAX_ALLOCATED: "CUDA max allocated", CPU_MAX_RSS: "process peak RSS"}  # what a peak means
 
 
 @dataclass(frozen=True)
@@ -105,8 +107,8 @@ class Prober:
         self.templates: dict[tuple, Reply] = {}  # a real reply per (kind, number of models), reused as stand-in
         self.seconds = 0.0  # time spent in real tasks (not part of the server's own work)
         self.peak_bytes: dict[str, int] = {}  # kind of task -> the most memory its real tasks reached
+        self.memory_kind = ""  # the peak's kind, as the clients' cost names it (MEMORY_KINDS)
         self.device = next(trainers.train.model.parameters()).device
-        self.memory_kind = CUDA_PEAK if self.device.type == "cuda" else RSS_PEAK
 
     def reply(self, task: Task, key: TaskKey, client: EncodedClient, kind: str) -> Reply:
         """A stand-in reply to `task`, after running it (or a shorter copy) for real if its kind needs timing."""
@@ -127,27 +129,16 @@ class Prober:
         return replace(template, client_id=client.client_id, num_examples=len(client.train), state=state, tag=task.tag)
 
     def _run(self, task: Task, key: TaskKey, client: EncodedClient) -> tuple[float, Reply]:
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
         start = time.perf_counter()
         reply = answer(task, key, client, self.trainers)
         seconds = time.perf_counter() - start
         self.seconds += seconds
-        peak = self.peak_memory()
-        if peak is not None:
+        cost = reply.metrics.get(COST, {})  # the client's own measurement of its task
+        if "peak_memory_bytes" in cost:
             kind = work_kind(key.method, task.action)
-            self.peak_bytes[kind] = max(peak, self.peak_bytes.get(kind, 0))
+            self.peak_bytes[kind] = max(cost["peak_memory_bytes"], self.peak_bytes.get(kind, 0))
+            self.memory_kind = cost["peak_memory_kind"]
         return seconds, reply
-
-    def peak_memory(self) -> int | None:
-        """Bytes: CUDA's most allocated since the last reset, or the process's peak RSS (None: not readable)."""
-        if self.device.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.device))
-        try:
-            import resource
-        except ImportError:  # not a Unix
-            return None
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if platform.system() == "Darwin" else 1024)
 
     def _sample(self, task: Task, key: TaskKey, client: EncodedClient, kind: str) -> Reply:
         """Run a training task for real (at most `probe_steps` steps); seconds per step from the samples so far
@@ -296,7 +287,7 @@ class Estimate:
     costs: dict[str, UnitCost]
     notes: list[str] = field(default_factory=list)
     machine: str = ""  # where the unit costs and the peak memory were measured
-    memory_kind: str = ""  # CUDA_PEAK or RSS_PEAK
+    memory_kind: str = ""  # a key of MEMORY_KINDS ("" where no task measured it)
 
     @property
     def total_s(self) -> float:
@@ -376,11 +367,13 @@ def estimate_tables(estimate: Estimate) -> list:
         steps, pairs = sum(c[1] for c in counts), sum(c[2] for c in counts)
         seconds = (m.global_s, m.personalization_s, m.server_s, m.total_s)
         total.add_row(m.name, *(f"{s:.1f} s" for s in seconds), str(steps), str(pairs))
+    memory = MEMORY_KINDS.get(estimate.memory_kind, "not measured")
+    if estimate.memory_kind == CPU_MAX_RSS:
+        memory += " (the whole process's high-water mark, set-up included)"
     carried = Table(
         title="predicted bytes a round and measured peak memory",
-        caption=f"bytes as the transports count them (tensors at their dtype, 8 B a numeric metric); peak memory: "
-        f"{estimate.memory_kind} during the timed real tasks"
-        + (" (the whole process's high-water mark, set-up included)" if estimate.memory_kind == RSS_PEAK else ""),
+        caption="bytes as the transports count them (tensors at their dtype, 8 B a numeric metric); peak memory: "
+        f"{memory}, during the timed real tasks",
     )
     for column in ("method", "down a round", "up a round", "down per client", "up per client", "peak memory"):
         carried.add_column(column, justify="left" if column == "method" else "right")
