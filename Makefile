@@ -389,6 +389,14 @@ reproduce-fedvpa-stage2-smollm2: $(STAMP)
 	$(ONE_THREAD) $(BIN)/fedpref stage2 stage2/hh \
 		--set "task.data_path='$(HH_DATA)'" --seeds $(SMOLLM2_SEEDS) --out $(REPRO)/smollm2_stage2
 
+# The FedVPA-GP paper's Sec. 5.5 cost claims (F22, F22b, F22c in docs/notes/reproduction.md): the variational
+# modules' parameters on each backbone and on a random-weight Qwen2-0.5B, the statistics bytes of one tiny round,
+# and FedVPA-GP's round time against FedDPO's (and FL's) on SmolLM2 at matched clients, steps and batch.
+.PHONY: reproduce-fedvpa-sec5.5
+#: reproduce-fedvpa-sec5.5 | FedVPA-GP Sec. 5.5 (cost): variational parameters, statistics bytes, round time against FedDPO | 7-14 min at one thread
+reproduce-fedvpa-sec5.5: $(STAMP)
+	$(ONE_THREAD) $(BIN)/python benchmarks/fedvpa_cost.py --json $(REPRO)/fedvpa_cost.json
+
 # ---- Everything else -------------------------------------------------------------------------------------------
 
 #: figures | redraw every figure in docs/img/ from the command the docs name (runs kept in runs/docs_figures) | time not measured (hours)
