@@ -277,7 +277,9 @@ def machine(device: torch.device) -> str:
     cpuinfo = Path("/proc/cpuinfo")
     lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
     names = [x.split(":", 1)[1].strip() for x in lines if x.startswith("model name")]
-    return f"{names[0] if names else platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    threads = torch.get_num_threads()
+    cpu = names[0] if names else platform.processor() or platform.machine()
+    return f"{cpu}, {threads} thread{'' if threads == 1 else 's'}"
 
 
 @dataclass
