@@ -44,3 +44,33 @@ def test_a_key_missing_from_an_older_config_takes_its_default():
         "data": {"source": "synthetic"},
     }
     assert with_defaults({"extra": {"kept": True}}, defaults)["extra"] == {"kept": True}
+
+
+def test_a_version_0_run_groups_with_a_run_of_this_version_of_the_same_config(tmp_path):
+    """The version-0 fixture (diagnosis keys in [variational]) and the same run as this version writes it
+    (config_version 1, those keys in [vpa_diagnosis] only where they differ from the defaults: here nowhere)
+    are one configuration: their seeds summarize together."""
+    import json
+    import shutil
+    import tomllib
+    from pathlib import Path
+
+    from fedpref.config import config_from_dict, upgrade_config, written_config
+    from fedpref.experiments.outputs import to_toml
+    from fedpref.reports.run_groups import find_runs, group_runs
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "run_tiny_v0"
+    old, new = tmp_path / "seed=0", tmp_path / "seed=1"
+    shutil.copytree(fixture, old)
+    shutil.copytree(fixture, new)
+    raw = tomllib.loads((fixture / "config.toml").read_text(encoding="utf-8"))
+    cfg = config_from_dict(upgrade_config(raw, "fixture") | {"seed": 1})
+    (new / "config.toml").write_text(to_toml(written_config(cfg)), encoding="utf-8")
+    results = json.loads((new / "results.json").read_text(encoding="utf-8"))
+    (new / "results.json").write_text(json.dumps(results | {"seed": 1}), encoding="utf-8")
+    assert (
+        "vpa_diagnosis" not in (new / "config.toml").read_text()
+        and "latent_source" in (old / "config.toml").read_text()
+    )
+    (group,) = group_runs(find_runs([tmp_path]))
+    assert [r.path.name for r in group.runs] == ["seed=0", "seed=1"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from collections import Counter
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from fedpref.config import ExperimentConfig
+from fedpref.config import ExperimentConfig, upgrade_config
 from fedpref.engines.loop import partition_ari
 from fedpref.errors import FedprefError
 from fedpref.results import RESULTS_FILE, MethodResult, ResultsError, RunResults, load_results
@@ -100,10 +101,11 @@ def partition_of(assignment: dict[str, int]) -> frozenset[frozenset[str]]:
 def load_run(path: Path) -> Run:
     try:
         results = load_results(path)
-        config = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
+        written = tomllib.loads((path / "config.toml").read_text(encoding="utf-8"))
     except (ResultsError, tomllib.TOMLDecodeError) as e:
         raise FedprefError(f"{path}: unreadable run files ({e})") from None
-    return Run(path, results, with_defaults(config, ExperimentConfig().to_dict()))
+    config = upgrade_config(written, str(path / "config.toml"))  # an older version's keys as this one reads them
+    return Run(path, results, with_defaults(config, dataclasses.asdict(ExperimentConfig())))  # every table
 
 
 def with_defaults(config: dict, defaults: dict) -> dict:
