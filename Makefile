@@ -43,7 +43,7 @@ help:
 run: $(STAMP)
 	$(BIN)/fedpref run quick --out runs/quick --overwrite
 
-#: test | the import-layer contract, the docs site (--strict) and pytest (slow checks behind a marker) | time not measured
+#: test | the import-layer contract, the docs site (--strict) and pytest (slow checks behind a marker) | 14 min from a fresh clone, set-up included (pytest 10 min 19 s, beside one other job)
 test: $(STAMP)
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
@@ -378,7 +378,7 @@ $(STAGE2_METHODS): reproduce-fedvpa-stage2-%: $(STAMP)
 # judges. Seeds 0-2, one thread each.
 SMOLLM2_HH_METHODS ?= ['FL','FedVPA-GP']
 .PHONY: reproduce-fedvpa-table1-smollm2 reproduce-fedvpa-stage2-smollm2
-#: reproduce-fedvpa-table1-smollm2 | FedVPA-GP Table 1 (HH-RLHF) with the SmolLM2 A/B selector: FL, FedVPA-GP | about 51 min a seed at one thread (3,047 s)
+#: reproduce-fedvpa-table1-smollm2 | FedVPA-GP Table 1 (HH-RLHF) with the SmolLM2 A/B selector: FL, FedVPA-GP | 46-58 min a seed at one thread (2,731-3,487 s)
 reproduce-fedvpa-table1-smollm2: $(STAMP)
 	$(REPRO_SWEEP) vpa_hh_smollm2 --seeds $(SMOLLM2_SEEDS) --set "data.path='$(HH_DATA)'" \
 		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --out $(REPRO)/smollm2_hh
