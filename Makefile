@@ -43,7 +43,7 @@ help:
 run: $(STAMP)
 	$(BIN)/fedpref run quick --out runs/quick --overwrite
 
-#: test | the import-layer contract, the docs site (--strict) and pytest (slow checks behind a marker) | 14 min from a fresh clone, set-up included (pytest 10 min 19 s, beside one other job)
+#: test | the import-layer contract, the docs site (--strict) and pytest (slow checks behind a marker) | 7 min 40 s from a fresh clone, set-up included (pytest 5 min 31 s)
 test: $(STAMP)
 	PYTHONPATH=src $(BIN)/lint-imports --no-cache
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $(VENV)/site
