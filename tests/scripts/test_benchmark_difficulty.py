@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "benchmark_difficulty.py"
+from load_script import load_script
 
 
 @pytest.fixture(scope="module")
 def bd():
-    spec = importlib.util.spec_from_file_location("benchmark_difficulty", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/benchmark_difficulty.py")
 
 
 def _pairs(rng: np.random.Generator, n: int, label) -> np.ndarray:

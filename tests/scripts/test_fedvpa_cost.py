@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from load_script import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "fedvpa_cost.py"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # peft on a directly built Llama
 
 
 @pytest.fixture(scope="module")
 def cost():
-    spec = importlib.util.spec_from_file_location("fedvpa_cost", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fedvpa_cost"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/fedvpa_cost.py")
 
 
 def test_parameters_of_the_toy_llama_by_hand(cost):

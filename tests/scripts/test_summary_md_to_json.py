@@ -3,26 +3,21 @@ docs/results/*.json what it writes from their Markdown."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from load_script import ROOT, load_script
 
 from fedpref.reports.summary import summarize, to_json
 from fedpref.stage2.seed_summary import stage2_summary
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "summary_md_to_json.py"
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
 @pytest.fixture(scope="module")
 def converter():
-    spec = importlib.util.spec_from_file_location("summary_md_to_json", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/summary_md_to_json.py")
 
 
 def test_the_fixtures_markdown_gives_summarizes_rows_to_two_decimals(converter, monkeypatch):

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "update_norms.py"
+from load_script import ROOT, load_script
 
 
 def test_every_client_gets_a_positive_norm(capsys):
-    spec = importlib.util.spec_from_file_location("update_norms", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("scripts/update_norms.py")
     assert module.main([str(ROOT / "src/fedpref/configs/quick/tiny.toml")]) == 0
     lines = capsys.readouterr().out.splitlines()
     per_client = [line.split() for line in lines if line.startswith("  c")]

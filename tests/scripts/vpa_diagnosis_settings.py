@@ -7,9 +7,9 @@ the loss are built with, through the path a run takes (config -> registry -> the
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-from pathlib import Path
+
+from load_script import ROOT, load_script
 
 from fedpref.algorithms.registry import build_algorithm
 from fedpref.client.variational import LossSettings
@@ -19,17 +19,13 @@ from fedpref.models.factory import build_reward_model
 from fedpref.models.variational import VariationalSpec
 from fedpref.protocol import ClientInfo
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "vpa_diagnosis_settings.json"
 DEFAULTS = "<defaults>"  # the fixture's entry for a config that sets no key
 FLAGS = ("oracle_blind", "latent_warmup")  # per-round task flags of the study
 
 
 def diagnosis_script():
-    spec = importlib.util.spec_from_file_location("vpa_diagnosis", ROOT / "scripts" / "vpa_diagnosis.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/vpa_diagnosis.py")
 
 
 def variant_overrides(script, name: str) -> list[str]:
