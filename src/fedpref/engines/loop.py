@@ -323,7 +323,7 @@ def method_cost(records: list[dict], trainable_params: int | None = None, federa
     """A method's cost (fedpref.results.MethodResult.cost) from its round records (`RoundCost`): the numbers sent
     to and received from a client per round (the mean over every (round, client sent a task); only for a
     `federated` method), the largest peak memory of any round, and the mean seconds per round of client compute,
-    server work and transport; with the reward model's `trainable_params`."""
+    server work and transport; with `trainable_params`, the parameters of one model the method trains."""
     out: dict = {} if trainable_params is None else {"trainable_params": trainable_params}
     if federated and (counted := [r for r in records if "params_down" in r]):
         out["params_down_per_client_round"], out["params_up_per_client_round"] = per_client_round(counted, "params")
