@@ -4,9 +4,13 @@ Loads a config exactly as an experiment does (`load_config`, `load_pairs`, `spli
 pick), so it sees the same clients and the same train/test splits, and encodes every (prompt, response) the way
 the scalar reward model does (`ScalarRewardModel.encode`, then `pooled`: the mean-pooled last hidden state
 the reward head reads; LoRA starts at zero, so this is the frozen backbone). A pair's feature is
-x = f(chosen) - f(rejected). A probe is an L2 logistic regression (sklearn, C = 1.0 fixed, no CV, no intercept)
-fitted on (x, 1) and (-x, 0) of the training pairs, so it is antisymmetric: it prefers the chosen response iff w.x > 0
-(a tie, w.x == 0, counts as half right). Frozen features are divided by their training standard deviation first.
+x = f(chosen) - f(rejected). With an A/B selector (`model.head = "selector"` on a causal LM) the feature is the final
+hidden state h at the answer position of the pair's comparison prompt (App. D.1.1 of the FedVPA-GP paper, chosen at A
+or B by the model's own coin flip), signed x = h when the chosen response is A and x = -h when it is B: the
+selector's A-minus-B logit is (w_A - w_B).h, linear in h, so the probe can fit any bias-free linear reader of the
+frozen LM's answer position. A probe is an L2 logistic regression (sklearn, C = 1.0 fixed, no CV, no intercept)
+fitted on (x, 1) and (-x, 0) of the training pairs, so it is antisymmetric: it prefers the chosen response iff
+w.x > 0 (a tie, w.x == 0, counts as half right). Frozen features are divided by their training standard deviation first.
 
 Columns, per test client (its test split):
   one-client (frozen)    a probe on that client's own training pairs alone (the Local method's ceiling, linearly)
@@ -20,6 +24,7 @@ personalization regime is too easy to separate methods. Unseen clients (data.uns
 data but left out of the whole-group and all-clients training sets, as in an experiment.
 
 .venv/bin/python scripts/benchmark_difficulty.py configs/quick/quick.toml
+.venv/bin/python scripts/benchmark_difficulty.py configs/fedgd/tldr_smollm2.toml --set data.path=FOLDER --threads 1
 .venv/bin/python scripts/benchmark_difficulty.py configs/fedgd/reduced_balanced.toml --set data.pairs_per_axis=40 \
     --json difficulty.json --md difficulty.md
 """
@@ -76,10 +81,18 @@ def pair_texts(pair) -> list[tuple[str, str]]:
     return [(pair.prompt, pair.chosen), (pair.prompt, pair.rejected)]
 
 
+def report_progress(before: int, done: int, total: int, start: float) -> None:
+    """A progress line on stderr: redrawn on a terminal, every tenth of the way in a log file."""
+    line = f"encoding {done}/{total} sequences ({time.monotonic() - start:.0f}s)"
+    if sys.stderr.isatty():
+        print("\r" + line, end="" if done < total else "\n", file=sys.stderr, flush=True)
+    elif done == total or 10 * done // total > 10 * before // total:
+        print(line, file=sys.stderr, flush=True)
+
+
 def encode_frozen(model, pairs: list, chunk: int = 64) -> np.ndarray:
-    """(2N, H) what the untrained reward model's head reads for each pair's chosen and rejected response
-    (`ScalarRewardModel.encode` and `pooled`; LoRA starts at zero, so this is the frozen encoder), with a
-    progress line on stderr."""
+    """(N, H) chosen-minus-rejected of what the untrained scalar reward model's head reads for each response
+    (`ScalarRewardModel.encode` and `pooled`; LoRA starts at zero, so this is the frozen encoder)."""
     import torch
 
     seqs = model.encode(pairs).seqs
@@ -88,12 +101,26 @@ def encode_frozen(model, pairs: list, chunk: int = 64) -> np.ndarray:
     with torch.inference_mode():
         for b in range(0, len(seqs), chunk):
             out.append(model.pooled(seqs[b : b + chunk]).double().cpu().numpy())
-            before, done = b, min(b + chunk, len(seqs))
-            line = f"encoding {done}/{len(seqs)} sequences ({time.monotonic() - start:.0f}s)"
-            if sys.stderr.isatty():
-                print("\r" + line, end="" if done < len(seqs) else "\n", file=sys.stderr, flush=True)
-            elif done == len(seqs) or 10 * done // len(seqs) > 10 * before // len(seqs):
-                print(line, file=sys.stderr, flush=True)  # a log file: every tenth
+            report_progress(b, min(b + chunk, len(seqs)), len(seqs), start)
+    pooled = np.concatenate(out)  # (2N, H): chosen at 2i, rejected at 2i + 1
+    return pooled[0::2] - pooled[1::2]
+
+
+def encode_selector(model, pairs: list, chunk: int = 8) -> np.ndarray:
+    """(N, H) the untrained A/B selector's final hidden state at the answer position of each pair's comparison
+    prompt, negated where the chosen response is B, so that x.w > 0 means "prefers the chosen response"."""
+    import torch
+
+    model.eval()
+    out, start = [], time.monotonic()
+    with torch.inference_mode():
+        for b in range(0, len(pairs), chunk):
+            enc = model.encode(pairs[b : b + chunk])  # chunk by chunk: no frozen-prefix states for all pairs at once
+            hidden, mask = model.final_hidden(enc.seqs)  # (B, L, H), (B, L)
+            last = hidden[torch.arange(len(mask), device=hidden.device), mask.sum(1) - 1]  # (B, H)
+            sign = enc.chosen_is_a.to(last.device).double() * 2 - 1  # (B,): +1 chosen at A, -1 at B
+            out.append((last.double() * sign[:, None]).cpu().numpy())
+            report_progress(b, min(b + chunk, len(pairs)), len(pairs), start)
     return np.concatenate(out)
 
 
@@ -115,15 +142,20 @@ def measure(cfg, threads: int | None = None) -> dict:
     from fedpref.errors import ConfigError
     from fedpref.models.factory import build_reward_model
     from fedpref.models.scalar_reward import ScalarRewardModel
+    from fedpref.models.selector_reward import SelectorRewardModel
 
     if threads:
         torch.set_num_threads(threads)
     splits, unseen = load_clients(cfg)
     model = build_reward_model(cfg)
-    if not isinstance(model, ScalarRewardModel):
+    if isinstance(model, ScalarRewardModel):
+        features = encode_frozen
+    elif isinstance(model, SelectorRewardModel):
+        features = encode_selector
+    else:
         raise ConfigError(
-            f"model.backbone '{cfg.model.backbone}' gives a selector head: this probe reads the scalar head's "
-            "pooled features and supports encoder backbones only"
+            f"model.backbone '{cfg.model.backbone}' with model.head '{cfg.model.head}': this probe reads an encoder's "
+            "scalar-head features or a causal LM's A/B selector (model.head = 'selector'), not a causal scalar head"
         )
 
     # Each split as a contiguous block of pairs: rows 2i (chosen) and 2i + 1 (rejected) of the text list.
@@ -134,8 +166,7 @@ def measure(cfg, threads: int | None = None) -> dict:
             where[s.client_id, part] = (len(texts) // 2, len(texts) // 2 + len(pairs))
             texts += [t for p in pairs for t in pair_texts(p)]
             ordered += pairs
-    pooled = encode_frozen(model, ordered)
-    frozen = pooled[0::2] - pooled[1::2]
+    frozen = features(model, ordered)
     bow_vec = CountVectorizer(binary=True).fit([f"{a} {b}" for a, b in texts])
     bow = bow_vec.transform([f"{a} {b}" for a, b in texts[0::2]]) - bow_vec.transform(
         [f"{a} {b}" for a, b in texts[1::2]]
@@ -176,8 +207,15 @@ def measure(cfg, threads: int | None = None) -> dict:
         "config": cfg.name,
         "seed": cfg.seed,
         "backbone": cfg.model.backbone,
+        "head": cfg.model.head,
         "max_length": cfg.data.max_length,
-        "probe": {"model": "LogisticRegression", "C": 1.0, "fit_intercept": False, "frozen_features": "std-scaled"},
+        "probe": {
+            "model": "LogisticRegression",
+            "C": 1.0,
+            "fit_intercept": False,
+            "frozen_features": "std-scaled",
+            "feature": features.__name__,
+        },
         "unseen": list(unseen),
         "groups": groups,
         "all": summarize(list(clients.values())),

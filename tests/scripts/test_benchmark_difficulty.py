@@ -64,3 +64,33 @@ def test_main_on_tiny(bd, tmp_path, capsys):
             assert 0.0 <= stats["min"] <= stats["mean"] <= stats["max"] <= 100.0
     for client in data["clients"].values():
         assert all(0.0 <= client[key] <= 100.0 for key in bd.COLUMNS)
+
+
+def test_selector_feature_is_what_the_letters_read_signed_by_the_chosen_side(bd, stories_path):
+    """x.(w_A - w_B) is the selector's own margin (chosen minus rejected letter logit) on every pair."""
+    from fedpref.config import load_config
+    from fedpref.experiments.setup import load_pairs
+    from fedpref.models.factory import build_reward_model
+
+    torch.set_num_threads(1)
+    cfg = load_config("tiny", [f"model.backbone='{stories_path}'", "model.head='selector'", "data.max_length=96"])
+    pairs = load_pairs(cfg)[:12]
+    model = build_reward_model(cfg).eval()
+    x = bd.encode_selector(model, pairs, chunk=5)  # chunks of unequal size: padding must not move the position
+    weight = model.lm.get_base_model().get_output_embeddings().weight[model.letters].double()  # (2, H)
+    with torch.no_grad():
+        enc = model.encode(pairs)
+        margins = model.margins(enc, torch.arange(len(pairs))).double()
+    assert x.shape == (12, weight.shape[1])
+    assert enc.chosen_is_a.any() and not enc.chosen_is_a.all()  # both signs are exercised
+    np.testing.assert_allclose(x @ (weight[0] - weight[1]).numpy(), margins.numpy(), atol=1e-4)
+
+
+def test_main_on_tiny_with_a_selector(bd, stories_path, tmp_path):
+    torch.set_num_threads(1)
+    sets = ["--set", f"model.backbone='{stories_path}'", "--set", "model.head='selector'"]
+    sets += ["--set", "data.max_length=96"]
+    result = bd.main(["tiny", *sets, "--json", str(tmp_path / "d.json")])
+    assert result["head"] == "selector" and result["probe"]["feature"] == "encode_selector"
+    assert sorted(result["groups"]) == ["G1", "G2", "G3", "G4"]
+    assert all(0.0 <= c["one_client_frozen"] <= 100.0 for c in result["clients"].values())
