@@ -23,6 +23,7 @@ from fedpref.models.variational_math import (
     prototype_coordinates,
     pull_loss,
     reparameterize,
+    separation_over_rounds,
 )
 
 D = 3
@@ -182,6 +183,21 @@ def test_latent_separation_and_spread():
     assert out["silhouette"] > 0.9 and out["probe_acc"] == 100.0
     assert latent_separation(means, ["a"] * 6) == {"silhouette": None, "probe_acc": None}
     assert mean_spread(np.zeros((4, 2))) == 0.0 and mean_spread(means) > 3.0
+
+
+def test_separation_over_rounds_keeps_each_clients_latest_mean():
+    trace = [
+        {"round": 0, "means": {"c1": [0.0, 0.0], "c2": [1.0, 0.0]}},  # one client per type: undefined
+        {"round": 1, "means": {"c3": [0.0, 1.0], "x": [9.0, 9.0]}},  # x has no type: left out
+        {"round": 2, "means": {"c3": [0.0, 0.0]}},  # c3 moves onto c1
+    ]
+    groups = {"c1": "a", "c2": "b", "c3": "a"}
+    # Round 1, by hand: c1 a = |c1 - c3| = 1, b = |c1 - c2| = 1 -> 0; c3 a = 1, b = sqrt 2 -> 1 - 1/sqrt 2;
+    # c2 alone in its type -> 0. Round 2: c1 = c3, so a = 0 and both get 1; c2 0. Means over the three clients.
+    (r0, s0), (r1, s1), (r2, s2) = separation_over_rounds(trace, groups)
+    assert (r0, r1, r2) == (0, 1, 2) and s0 is None
+    assert s1 == pytest.approx((1 - 1 / math.sqrt(2)) / 3)
+    assert s2 == pytest.approx(2 / 3)
 
 
 def test_prototype_coordinates_put_each_mode_on_its_own_axis():

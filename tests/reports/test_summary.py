@@ -277,6 +277,32 @@ def test_summarize_per_type_interval_over_clients(tmp_path, capsys):
     assert "| FL | 0.00 [0.00, 0.00] (2) | 100.00 [100.00, 100.00] (2) |" in printed
 
 
+def test_summarize_latent_separation_over_rounds(tmp_path, capsys):
+    """Two G1 clients and one G2 client in 1-D; round 0 holds one type only, so it has no value."""
+    for seed, c002 in ((0, 0.0), (1, 1.0)):
+        write_selector_run(tmp_path / f"s{seed}", seed, 90.0)
+        path = tmp_path / f"s{seed}" / "results.json"
+        results = json.loads(path.read_text())
+        per_client = results["methods"]["FedVPA-GP"]["selector"]["seen"]["per_client"]
+        per_client["c002"] = {"group": "G1", "acc": 90.0}
+        trace = [
+            {"round": 0, "means": {"c000": [0.0], "c002": [c002]}},
+            {"round": 1, "means": {"c001": [4.0]}},
+        ]
+        results["methods"]["FedVPA-GP"]["selector"]["latent_trace"] = trace
+        path.write_text(json.dumps(results))
+    out_csv = tmp_path / "summary.csv"
+    assert main(["summarize", str(tmp_path), "--csv", str(out_csv)]) == 0
+    printed = capsys.readouterr().out
+    # Round 1, c001 (G2) alone in its type: s = 0. Seed 0: c000 = c002, a = 0, s = 1 each: 2/3.
+    # Seed 1: c000 a = 1, b = 4 -> 3/4; c002 a = 1, b = 3 -> 2/3; (3/4 + 2/3) / 3 = 0.4722.
+    # Over seeds: mean 0.5694, std (2/3 - 0.4722) / sqrt 2 = 0.1375.
+    assert "| method | r=1 |" in printed
+    assert "| FedVPA-GP | 0.57 ± 0.14 (2) |" in printed
+    rows = [r for r in csv.DictReader(io.StringIO(out_csv.read_text())) if r["kind"] == "latent_silhouette"]
+    assert [(r["method"], r["step"], r["n"]) for r in rows] == [("FedVPA-GP", "1", "2")]
+
+
 # Per seed, FL's client-averaged diagnostics as `fedpref diagnose` records them; seed 2 has no wrong set (P10_W None).
 DIAGNOSTICS = {
     0: {"GQ_mean": 0.1, "GQ_B": 1e-3, "m0_R": 2.0, "P10_W": 50.0},

@@ -200,19 +200,40 @@ def latent_separation(means: np.ndarray, groups: list[str], seed: int = 0) -> di
     Either is None where undefined (one type only, or too few clients of a type for the folds).
     """
     from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import silhouette_score
     from sklearn.model_selection import StratifiedKFold, cross_val_score
 
     means, labels = np.asarray(means, dtype=np.float64), np.asarray(groups)
     kinds, counts = np.unique(labels, return_counts=True)
-    out: dict = {"silhouette": None, "probe_acc": None}
-    if 2 <= len(kinds) <= len(means) - 1:
-        out["silhouette"] = float(silhouette_score(means, labels))
+    out: dict = {"silhouette": type_silhouette(means, groups), "probe_acc": None}
     folds = int(min(5, counts.min())) if len(kinds) >= 2 else 0
     if folds >= 2:
         cv = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
         scores = cross_val_score(LogisticRegression(max_iter=1000), means, labels, cv=cv)
         out["probe_acc"] = float(100.0 * scores.mean())
+    return out
+
+
+def type_silhouette(means: np.ndarray, groups: list[str]) -> float | None:
+    """Silhouette of client means by true type; None where undefined (one type, or a type per client)."""
+    from sklearn.metrics import silhouette_score
+
+    means, labels = np.asarray(means, dtype=np.float64), np.asarray(groups)
+    if not 2 <= len(np.unique(labels)) <= len(means) - 1:
+        return None
+    return float(silhouette_score(means, labels))
+
+
+def separation_over_rounds(trace: list[dict], group_of: dict[str, str]) -> list[tuple[int, float | None]]:
+    """(round, silhouette) after each round of a `latent_trace`: every client's latest uploaded mean so far, by
+    true type (the server's view of the clients over the rounds, FedVPA-GP paper Fig. 3). Clients without a type
+    in `group_of` are left out; None while the silhouette is undefined."""
+    latest: dict[str, list[float]] = {}
+    out = []
+    for record in trace:
+        latest.update({c: mu for c, mu in record["means"].items() if c in group_of})
+        ids = sorted(latest)
+        silhouette = type_silhouette(np.array([latest[c] for c in ids]), [group_of[c] for c in ids]) if ids else None
+        out.append((record["round"], silhouette))
     return out
 
 

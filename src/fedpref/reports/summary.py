@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fedpref.diagnostics.report import format_value
 from fedpref.errors import FedprefError
+from fedpref.models.variational_math import separation_over_rounds
 from fedpref.reports.run_groups import NOT_CONFIGURATION, Group, Run, find_runs, group_runs, true_groups
 from fedpref.reports.seed_stats import Estimate, estimate, paired_difference
 from fedpref.results import RESULTS_FILE, MethodResult, RunResults
@@ -24,7 +25,7 @@ class Row:
     group: str
     # accuracy | ari | settled | bytes_down | bytes_up | s_per_round | client_s | server_s | transport_s
     # | peak_memory_mib | trainable_params | params_down | params_up | paired_difference | diagnostic:<quantity>
-    # | across:<config key>
+    # | across:<config key> | latent_silhouette (step: the round)
     kind: str
     method: str
     step: int | None
@@ -280,14 +281,16 @@ def group_markdown(group: Group, pairs: Sequence[tuple[str, str]] = ()) -> tuple
     rows += shown
     for pair in pairs:
         rows += pair_markdown(group, pair, lines)
+    separation = separation_rows(group)
     lines += [
         "",
         *group_lines(group),
         *selector_lines(group),
+        *separation_lines(separation),
         *client_interval_lines(group),
         *client_interval_lines(group, "unseen"),
     ]
-    return lines, rows
+    return lines, rows + separation
 
 
 def partition_lines(group: Group) -> list[str]:
@@ -384,6 +387,47 @@ def selector_lines(group: Group) -> list[str]:
         cells += [mean_std([s.get("separation", {}).get(k) for s in seen]) for k in ("silhouette", "probe_acc")]
         cells += [mean_std([s.get("collapse", {}).get(k) for s in seen]) for k in ("kl_standard_mean", "mean_spread")]
         cells.append(mean_std([s["unseen"]["acc_mean"] for s in runs if "unseen" in s]))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def separation_rows(group: Group) -> list[Row]:
+    """Per latent-conditioned method and round, the silhouette by true type of the clients' latest uploaded means
+    (`separation_over_rounds`), summarized over the seeds where it is defined."""
+    by_round: dict[str, dict[int, list[tuple[int, float]]]] = {}
+    for run in group.runs:
+        for name, r in run.methods.items():
+            trace = (r.selector or {}).get("latent_trace")
+            if not trace:
+                continue
+            group_of = {c: v["group"] for c, v in r.selector["seen"]["per_client"].items()}
+            for rnd, silhouette in separation_over_rounds(trace, group_of):
+                if silhouette is not None:
+                    by_round.setdefault(name, {}).setdefault(rnd, []).append((run.seed, silhouette))
+    return [
+        Row(group.label, "latent_silhouette", name, rnd, "seed", estimate([x for _, x in v]), [s for s, _ in v])
+        for name, rounds in by_round.items()
+        for rnd, v in sorted(rounds.items())
+    ]
+
+
+def separation_lines(rows: list[Row], shown: int = 10) -> list[str]:
+    """A method per line, at most `shown` rounds evenly spaced (always the last); every round is in the CSV."""
+    if not rows:
+        return []
+    rounds = sorted({r.step for r in rows})
+    if len(rounds) > shown:
+        rounds = [rounds[round(i * (len(rounds) - 1) / (shown - 1))] for i in range(shown)]
+    cell = {(r.method, r.step): r for r in rows}
+    lines = ["", "Latent separation over rounds (FedVPA-GP paper, Fig. 3): silhouette by true type of every client's "]
+    lines[-1] += "latest uploaded mean after round r (0-based, as in rounds.jsonl); mean ± std over seeds (n):"
+    header = ["method", *(f"r={r}" for r in rounds)]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method in dict.fromkeys(r.method for r in rows):
+        cells = [method]
+        for rnd in rounds:
+            row = cell.get((method, rnd))
+            cells.append(f"{mean_std(list(row.est.values))} ({row.est.n})" if row else "–")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
