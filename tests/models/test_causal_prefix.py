@@ -66,3 +66,32 @@ def test_the_causal_scalar_head_reads_the_same_last_token_through_the_cache(stor
         assert (enc.seqs[0].dim() == 2) is cache
         margins.append(model.margins(enc, torch.arange(len(PAIRS))).detach())
     assert torch.allclose(margins[0], margins[1], atol=1e-5), (margins[0] - margins[1]).abs().max()
+
+
+def test_the_frozen_prefix_is_read_back_from_disk_exactly(stories_path, tmp_path):
+    def build(top_layers: int = 2):
+        cfg = ExperimentConfig()
+        cfg.model.backbone, cfg.model.head, cfg.data.max_length = str(stories_path), "selector", 400
+        cfg.lora.top_layers, cfg.data.cache_dir, cfg.data.prefix_cache_mb = top_layers, str(tmp_path), 1
+        return build_reward_model(cfg)
+
+    cold = build().encode(PAIRS)
+    entries = list((tmp_path / "prefix").glob("*.pt"))
+    assert len(entries) == 1  # one entry per encode call
+    warm_model = build()
+    computed, original = [], warm_model.prefix.frozen_prefix
+    warm_model.prefix.frozen_prefix = lambda ids, device: computed.append(len(ids)) or original(ids, device)
+    warm = warm_model.encode(PAIRS)
+    assert computed == [1]  # the one-sequence exactness check only: the states themselves come from disk
+    assert all(torch.equal(a, b) for a, b in zip(cold.seqs, warm.seqs, strict=True))
+    build(top_layers=3).encode(PAIRS)  # another cut, another fingerprint: a second entry
+    assert len(list((tmp_path / "prefix").glob("*.pt"))) == 2
+
+
+def test_no_disk_entry_without_a_cache_dir_or_over_the_size_limit(stories_path, tmp_path):
+    cfg = ExperimentConfig()
+    cfg.model.backbone, cfg.model.head, cfg.data.max_length = str(stories_path), "selector", 400
+    cfg.lora.top_layers, cfg.data.cache_dir, cfg.data.prefix_cache_mb = 2, "", 64
+    assert build_reward_model(cfg).prefix.store is None
+    cfg.data.cache_dir, cfg.data.prefix_cache_mb = str(tmp_path), 0
+    assert build_reward_model(cfg).prefix.store is None

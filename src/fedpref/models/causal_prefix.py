@@ -5,17 +5,21 @@ the first adapted layer are a function of the sequence alone: they are computed 
 each training step runs only the adapted layers on them (`run_top`). The decoder's own forward does the
 work (rotary embeddings, masks) with its layer list cut to a range; an architecture whose forward does more
 to its input embeddings than pass them on (Gemma scales them) fails the exactness check of `check_exact`.
+With a `store` (`fedpref.models.prefix_cache`, `data.prefix_cache_mb`) the states of an encode call are kept on
+disk, keyed by the frozen layers' weights and the token ids, so a later run on the same data skips the lower layers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from fedpref.models.encoded import pad
+from fedpref.models.prefix_cache import PrefixCache, modules_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +27,20 @@ log = logging.getLogger(__name__)
 class CausalPrefix:
     """Runs a decoder's layers [0, first) once per sequence and [first, n) per step; `first` > 0."""
 
-    def __init__(self, decoder: nn.Module, first: int, pad_id: int):
+    def __init__(self, decoder: nn.Module, first: int, pad_id: int, store_dir: Path | None = None, store_mb: int = 0):
         self.decoder, self.first, self.pad_id = decoder, first, pad_id
         self.checked, self.exact = False, False
+        self.store = PrefixCache(store_dir, self.fingerprint, store_mb * 2**20) if store_dir and store_mb > 0 else None
+
+    def fingerprint(self) -> str:
+        """What decides `frozen_prefix`: the embeddings', rotary buffers' and frozen layers' weights, the model's
+        config (norm epsilon, attention kind), the cut, the pad id, dtype and device kind."""
+        d = self.decoder
+        modules = [d.embed_tokens, *d.layers[: self.first], *([d.rotary_emb] if hasattr(d, "rotary_emb") else [])]
+        weight = d.embed_tokens.weight
+        config = d.config.to_json_string(use_diff=False), getattr(d.config, "_attn_implementation", None)
+        settings = (self.first, self.pad_id, str(weight.dtype), weight.device.type)
+        return modules_fingerprint(modules, type(d).__qualname__, *config, *settings)
 
     @contextlib.contextmanager
     def _only(self, layers: range, final_norm: bool):
@@ -58,7 +73,11 @@ class CausalPrefix:
             return None
         if not self.checked:
             self.exact, self.checked = self.check_exact(seqs[0], device), True
-        return self.frozen_prefix(seqs, device) if self.exact else None
+        if not self.exact:
+            return None
+        if self.store is None:
+            return self.frozen_prefix(seqs, device)
+        return self.store.hidden_states(seqs, lambda ids: self.frozen_prefix(ids, device))
 
     def final_hidden(self, prefixes: list[torch.Tensor], device) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, L, H) final hidden states and the (B, L) mask of right-padded cached prefixes."""

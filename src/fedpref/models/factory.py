@@ -97,9 +97,8 @@ def build_reward_model(cfg: ExperimentConfig) -> nn.Module:
     cls = ScalarRewardModel
     if causal:
         cls = SelectorRewardModel if cfg.model.head == "selector" else CausalScalarRewardModel
-    settings = {"cache_dir": cache_root(cfg.data.cache_dir)}
+    settings = {"cache_dir": cache_root(cfg.data.cache_dir), "prefix_cache_mb": cfg.data.prefix_cache_mb}
     if cls is ScalarRewardModel:
-        settings["prefix_cache_mb"] = cfg.data.prefix_cache_mb
         settings["bf16_frozen_matmuls"] = cfg.train.precision == "bf16-frozen"
     model = cls(backbone, tokenizer, cfg.lora, cfg.data.max_length, generator, **settings)
     if cfg.train.compile and cls is ScalarRewardModel:
