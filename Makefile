@@ -248,6 +248,27 @@ reproduce-fedgd-table3-tldr-smollm2: $(STAMP)
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_tldr --pair FedGD,FL --pair FL,CL --pair FedGD,FedBiscuit \
 		--pair FedGD,Soft-FL --pair FL,Local
 
+# Table 3's synthetic shape with the same selector (reduced_balanced_smollm2, reduced_imbalanced_smollm2): first a
+# budget ladder, Multi-CL alone at 12 rounds x 5, 10 and 20 local steps (seed 0), to see where it stops rising; then
+# the table's methods at the chosen rung's local steps (SMOLLM2_STEPS), seeds 0-2. The frozen layers' states are
+# kept on disk (data.prefix_cache_mb), so only the first run on the 16 clients computes them.
+SMOLLM2_STEPS ?= 5
+.PHONY: reproduce-fedgd-table3-synthetic-smollm2-ladder reproduce-fedgd-table3-synthetic-smollm2
+#: reproduce-fedgd-table3-synthetic-smollm2-ladder | the budget ladder of Multi-CL on the synthetic balanced setting with the SmolLM2 A/B selector, seed 0 | time not measured
+reproduce-fedgd-table3-synthetic-smollm2-ladder: $(STAMP)
+	$(REPRO_SWEEP) reduced_balanced_smollm2 --method Multi-CL --grid train.local_steps=5,10,20 \
+		--out $(REPRO)/smollm2_ladder
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_ladder --across train.local_steps=5
+
+#: reproduce-fedgd-table3-synthetic-smollm2 | FedGD Table 3 (synthetic, balanced and imbalanced) with the SmolLM2 A/B selector at SMOLLM2_STEPS local steps, seeds 0-2 | time not measured
+reproduce-fedgd-table3-synthetic-smollm2: $(STAMP)
+	$(REPRO_SWEEP) reduced_balanced_smollm2 --seeds $(SMOLLM2_SEEDS) --set train.local_steps=$(SMOLLM2_STEPS) \
+		--out $(REPRO)/smollm2_synthetic/balanced
+	$(REPRO_SWEEP) reduced_imbalanced_smollm2 --seeds $(SMOLLM2_SEEDS) --set train.local_steps=$(SMOLLM2_STEPS) \
+		--out $(REPRO)/smollm2_synthetic/imbalanced
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_synthetic --pair FL,CL --pair FL,Multi-CL --pair FedGD,FL \
+		--pair FL_target,FL
+
 # Table 3's (balanced) shape on boundary_balanced (docs/calibration.md): Local, CL, Multi-CL and FL, seeds 0-2, one
 # stream per seed into $(REPRO)/boundary/sS, then FL - CL paired per client.
 BOUNDARY_SEEDS := reproduce-fedgd-table3-boundary-s0 reproduce-fedgd-table3-boundary-s1 reproduce-fedgd-table3-boundary-s2
