@@ -397,13 +397,13 @@ $(STAGE2_METHODS): reproduce-fedvpa-stage2-%: $(STAMP)
 # The real pretrained LLM: the embedded SmolLM2-135M-Instruct (a 4-bit quantized 135M model, not the papers'
 # 0.5B-2B) as the A/B selector of FedVPA-GP's Stage 1 on HH-RLHF, and as the Stage 2 policy with the held-out
 # judges. Seeds 0-2, one thread each.
-SMOLLM2_HH_METHODS ?= ['FL','FedVPA-GP']
+SMOLLM2_HH_METHODS ?= ['FL','FedBiscuit','FedVPL','FedVPA-GP']
 .PHONY: reproduce-fedvpa-table1-smollm2 reproduce-fedvpa-stage2-smollm2
-#: reproduce-fedvpa-table1-smollm2 | FedVPA-GP Table 1 (HH-RLHF) with the SmolLM2 A/B selector: FL, FedVPA-GP | 46-58 min a seed at one thread (2,731-3,487 s)
+#: reproduce-fedvpa-table1-smollm2 | FedVPA-GP Table 1 (HH-RLHF) with the SmolLM2 A/B selector: FL, FedBiscuit, FedVPL, FedVPA-GP | about 95 min a seed at one thread (measured in two parts: FL + FedVPA-GP 2,731-3,487 s, FedBiscuit + FedVPL 4,310-4,337 s, each with 33-35 min of frozen layers, needed once)
 reproduce-fedvpa-table1-smollm2: $(STAMP)
 	$(REPRO_SWEEP) vpa_hh_smollm2 --seeds $(SMOLLM2_SEEDS) --set "data.path='$(HH_DATA)'" \
 		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --out $(REPRO)/smollm2_hh
-	$(BIN)/fedpref summarize $(REPRO)/smollm2_hh --pair FedVPA-GP,FL
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_hh --pair FedVPA-GP,FL --pair FedVPA-GP,FedVPL --pair FedVPA-GP,FedBiscuit
 
 #: reproduce-fedvpa-stage2-smollm2 | FedVPA-GP Stage 2 on HH-RLHF with the SmolLM2 policy and held-out judges | time not measured (fedpref estimate: about 1 h a seed)
 reproduce-fedvpa-stage2-smollm2: $(STAMP)
