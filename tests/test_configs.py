@@ -82,6 +82,21 @@ EXPERIMENTS = {
 }
 
 
+SMOLLM2_SELECTOR = ["data.max_length=288", "data.prefix_cache_mb=512", "model.backbone='smollm2'"]
+SMOLLM2_SELECTOR += ["model.head='selector'"]
+# configs added since, none of which replaced anything -> (the config it composes and what it sets, its name too)
+ADDED = {
+    "fedgd/reduced_balanced_smollm2": (
+        "reduced_balanced",
+        [*SMOLLM2_SELECTOR, "name='reduced_balanced_smollm2'", "algorithm.methods=['Local','CL','Multi-CL','FL']"],
+    ),
+    "fedgd/reduced_imbalanced_smollm2": (
+        "reduced_imbalanced",
+        [*SMOLLM2_SELECTOR, "name='reduced_imbalanced_smollm2'", "algorithm.methods=['FL','FL_target','FedGD']"],
+    ),
+}
+
+
 def flat(table: dict, prefix: str = "") -> dict:
     """{'a.b': value} for every leaf of a nested dict."""
     out = {}
@@ -100,7 +115,7 @@ def resolved(path: Path, stage2: bool) -> dict:
 
 def test_every_shipped_config_replaces_an_old_one():
     shipped = {shipped_name(p) for p in SHIPPED_CONFIGS.rglob("*.toml")}
-    assert shipped == set(REPLACED.values()) | set(EXPERIMENTS)
+    assert shipped == set(REPLACED.values()) | set(EXPERIMENTS) | set(ADDED)
     assert {p.relative_to(OLD).as_posix() for p in OLD.rglob("*.toml")} == set(REPLACED)
 
 
@@ -113,10 +128,11 @@ def test_shipped_config_resolves_as_the_old_one(old):
     assert {k: v for k, v in after.items() if k not in changed} == {k: v for k, v in before.items() if k not in changed}
 
 
-@pytest.mark.parametrize("name", sorted(EXPERIMENTS), ids=str)
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS | ADDED), ids=str)
 def test_experiment_config_is_its_old_set_chain(name):
-    """Same config, same digest: a run the Makefile made with the --set chain resumes under the named config."""
-    base, sets = EXPERIMENTS[name]
+    """Same config, same digest: a run the Makefile made with the --set chain resumes under the named config (an
+    added config: it is exactly its base with what it declares)."""
+    base, sets = (EXPERIMENTS | ADDED)[name]
     if name.startswith("stage2/"):
         assert load_stage2_config(name) == load_stage2_config(base, sets)
     else:
