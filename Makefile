@@ -254,7 +254,7 @@ reproduce-fedgd-table3-tldr-smollm2: $(STAMP)
 # kept on disk (data.prefix_cache_mb), so only the first run on the 16 clients computes them.
 SMOLLM2_STEPS ?= 5
 .PHONY: reproduce-fedgd-table3-synthetic-smollm2-ladder reproduce-fedgd-table3-synthetic-smollm2
-#: reproduce-fedgd-table3-synthetic-smollm2-ladder | the budget ladder of Multi-CL on the synthetic balanced setting with the SmolLM2 A/B selector, seed 0 | time not measured
+#: reproduce-fedgd-table3-synthetic-smollm2-ladder | the budget ladder of Multi-CL on the synthetic balanced setting with the SmolLM2 A/B selector, seed 0 | 76 min at one thread (1,836 + 884 + 1,869 s; the first cell's 20 min of frozen layers once)
 reproduce-fedgd-table3-synthetic-smollm2-ladder: $(STAMP)
 	$(REPRO_SWEEP) reduced_balanced_smollm2 --method Multi-CL --grid train.local_steps=5,10,20 \
 		--out $(REPRO)/smollm2_ladder
