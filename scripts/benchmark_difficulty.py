@@ -111,15 +111,15 @@ def encode_selector(model, pairs: list, chunk: int = 8) -> np.ndarray:
     prompt, negated where the chosen response is B, so that x.w > 0 means "prefers the chosen response"."""
     import torch
 
+    enc = model.encode(pairs)  # as encode_frozen: one encode call, so one frozen-prefix pass (and cache entry)
+    sign = enc.chosen_is_a.double() * 2 - 1  # (N,): +1 chosen at A, -1 at B
     model.eval()
     out, start = [], time.monotonic()
     with torch.inference_mode():
         for b in range(0, len(pairs), chunk):
-            enc = model.encode(pairs[b : b + chunk])  # chunk by chunk: no frozen-prefix states for all pairs at once
-            hidden, mask = model.final_hidden(enc.seqs)  # (B, L, H), (B, L)
+            hidden, mask = model.final_hidden(enc.seqs[b : b + chunk])  # (B, L, H), (B, L)
             last = hidden[torch.arange(len(mask), device=hidden.device), mask.sum(1) - 1]  # (B, H)
-            sign = enc.chosen_is_a.to(last.device).double() * 2 - 1  # (B,): +1 chosen at A, -1 at B
-            out.append((last.double() * sign[:, None]).cpu().numpy())
+            out.append((last.double().cpu() * sign[b : b + chunk, None]).numpy())
             report_progress(b, min(b + chunk, len(pairs)), len(pairs), start)
     return np.concatenate(out)
 

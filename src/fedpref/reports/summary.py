@@ -427,7 +427,7 @@ def separation_lines(rows: list[Row], shown: int = 10) -> list[str]:
         cells = [method]
         for rnd in rounds:
             row = cell.get((method, rnd))
-            cells.append(f"{mean_std(list(row.est.values))} ({row.est.n})" if row else "–")
+            cells.append(f"{row.est.mean:.2f} ± {fmt(row.est.std)} ({row.est.n})" if row else "–")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
