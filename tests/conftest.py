@@ -120,9 +120,15 @@ def message_recorder():
 
 
 @pytest.fixture(scope="session")
-def stage2_tiny(tmp_path_factory, stories_path) -> Path:
+def stage2_tiny_overrides(stories_path) -> list[str]:
+    """The `--set` values of the tiny Stage 2 run: STAGE2_TINY with the stories260K policy."""
+    return [f"policy_path='{stories_path}'", *STAGE2_TINY]
+
+
+@pytest.fixture(scope="session")
+def stage2_tiny(tmp_path_factory, stage2_tiny_overrides) -> Path:
     """Run folder of `fedpref stage2 configs/stage2/stories.toml` shrunk to seconds (STAGE2_TINY)."""
     out = tmp_path_factory.mktemp("stage2_tiny") / "run"
-    sets = [f"policy_path='{stories_path}'", *STAGE2_TINY]
-    run_cli(["stage2", str(ROOT / "src/fedpref/configs/stage2/stories.toml"), "--out", str(out), *_sets(sets)])
+    config = str(ROOT / "src/fedpref/configs/stage2/stories.toml")
+    run_cli(["stage2", config, "--out", str(out), *_sets(stage2_tiny_overrides)])
     return out

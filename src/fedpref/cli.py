@@ -374,7 +374,8 @@ def _add_sweep_parser(sub) -> None:
         "OUT/<key=value>/.../seed=<seed>/ (characters other than letters, digits and ._+=- become _). "
         "A finished cell is skipped, an interrupted one continued as with `fedpref run --resume`; "
         "OUT/sweep.json lists the cells and their status. Every cell's config is validated before any run. "
-        "A Stage 2 config (`fedpref stage2`) sweeps the same way; its unfinished cells start again (no resume).",
+        "A Stage 2 config (`fedpref stage2`) sweeps the same way; an interrupted cell continues from its "
+        "checkpoint as with `fedpref stage2 --resume`.",
     )
     sweep.add_argument(
         "config", type=Path, help="experiment or Stage 2 TOML file, or a shipped config's name (fedpref list configs)"
@@ -472,7 +473,7 @@ def _add_stage2_parser(sub) -> None:
     )
     stage2.add_argument("config", type=Path, help="stage 2 TOML file, or a shipped one's name, e.g. stage2/stories")
     _add_set(stage2)
-    _add_run_flags(stage2, "out", "overwrite", "seeds")
+    _add_run_flags(stage2, "out", "overwrite", "resume", "seeds")
 
 
 def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
@@ -484,7 +485,7 @@ def cmd_stage2(args: argparse.Namespace, console: Console) -> None:
         return
     cfg = load_stage2_config(args.config, args.overrides)
     out = args.out or Path("runs") / cfg.name
-    run_stage2(cfg, out, args.overwrite, log=lambda line: console.print(line, highlight=False))
+    run_stage2(cfg, out, args.overwrite, log=lambda line: console.print(line, highlight=False), resume=args.resume)
     console.print((out / "table.md").read_text(encoding="utf-8"), highlight=False)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from fedpref.data.pairs import PreferencePair
+from fedpref.models.adapters import load_trainable_state
 from fedpref.stage2.generation import Samples, Sampling, prompt_token_ids, sample
 from fedpref.stage2.judges import Judge
 from fedpref.stage2.losses import dpo_loss, sequence_logps
@@ -105,18 +106,28 @@ def train_dpo(
     sampling: Sampling,
     seed: int,
     on_step: StepCallback | None = None,
+    saved: dict | None = None,
+    save: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """On-policy DPO: each generation batch takes the next context (round robin), samples `sampling.num_samples`
     responses per prompt under its z, lets the judge label them for that key and adds their DPO gradient; each
     step averages `settings.grad_accumulation` such batches (equal weights) and updates LoRA + Z-to-embedding.
     One history record per generation batch; `on_step(step, its records)` after each step.
+
+    `save(state)` after each step, with everything the next step needs (weights, optimizer, the prompt order);
+    `saved` (such a state) continues from it, to the same end as a run without the break.
     """
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
     rng = np.random.default_rng(seed)
-    order, cursor, keys, history = rng.permutation(len(prompts)), 0, list(contexts), []
+    order, cursor, keys, history, first = rng.permutation(len(prompts)), 0, list(contexts), [], 0
+    if saved:
+        load_trainable_state(policy, saved["weights"])
+        optimizer.load_state_dict(saved["optimizer"])
+        rng, order, cursor, history, first = (saved[k] for k in ("rng", "order", "cursor", "history", "next_step"))
+        torch.set_rng_state(saved["torch_rng"])  # LoRA dropout's draws go on as without the break
     k = settings.grad_accumulation
-    for step in range(settings.steps):
+    for step in range(first, settings.steps):
         optimizer.zero_grad(set_to_none=True)
         stepped = False
         for draw in range(step * k, (step + 1) * k):  # generation batches, numbered across steps
@@ -136,6 +147,10 @@ def train_dpo(
             optimizer.step()
         if on_step:
             on_step(step, history[-k:])
+        if save:
+            state = {"weights": policy.adapter_state(), "optimizer": optimizer.state_dict(), "rng": rng}
+            state["torch_rng"] = torch.get_rng_state()
+            save(state | {"order": order, "cursor": cursor, "history": history, "next_step": step + 1})
     return history
 
 

@@ -5,8 +5,10 @@ the LoRA weights uniformly."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+
+import torch
 
 from fedpref.algorithms.aggregation import uniform_average
 from fedpref.algorithms.fedavg import FedAvg
@@ -101,13 +103,25 @@ def run_feddpo(
     sampling: Sampling,
     seed: int,
     on_round: RoundCallback | None = None,
+    saved: dict | None = None,
+    save: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """FedDPO over the in-process transport and the engines' round loop (its guards included); each round's
     sampled clients and mean DPO loss. `judge` labels on-policy clients' samples (None when every client holds
-    pairs). `policy` should have latent_dim = 0; it ends holding the global adapters. Only the adapters travel."""
+    pairs). `policy` should have latent_dim = 0; it ends holding the global adapters. Only the adapters travel.
+    `save(state)` after every round (the server's state: FedDPO's clients keep nothing between rounds); `saved`
+    (such a state) continues from it."""
     infos = [ClientInfo(cid, client.size) for cid, client in clients.items()]
     algorithm = FedDPO(infos, policy.adapter_state(), fed.rounds, fed.clients_per_round, fed.local_steps, seed)
+    if saved:
+        vars(algorithm).update(saved["algorithm"])
+        torch.set_rng_state(saved["torch_rng"])
     worker = DPOWorker(policy, tokenizer, judge, settings, sampling)
-    run_rounds(algorithm, InProcessTransport(clients, handler=worker), on_round)
+
+    def checkpoint(next_round: int) -> None:
+        save({"algorithm": vars(algorithm), "next_round": next_round, "torch_rng": torch.get_rng_state()})
+
+    start = saved["next_round"] if saved else 0
+    run_rounds(algorithm, InProcessTransport(clients, handler=worker), on_round, start, checkpoint if save else None, 1)
     load_trainable_state(policy, algorithm.global_state)
     return algorithm.history

@@ -90,6 +90,11 @@ def train_reward_judges(cfg: ExperimentConfig, held_out: HeldOut) -> tuple[Rewar
     return judge, agreement(judge, {group: test for group, (_, test) in held_out.items()})
 
 
+def reward_judge(cfg: ExperimentConfig, states: dict[str, State]) -> RewardModelJudge:
+    """The judge of `train_reward_judges` again from its trained states (`judge.margins.states`), untrained."""
+    return RewardModelJudge(RewardModelMargins(build_reward_model(cfg), states))
+
+
 class LMJudge:
     """(b) A causal LM asked the App. D.2 question in its chat template; its verdict compares the next-token
     logits of "A" and "B" (no sampling, no unparsable replies).

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,16 +13,18 @@ import torch
 
 from fedpref.config import load_config
 from fedpref.data.pairs import PreferencePair, write_jsonl
+from fedpref.errors import FedprefError
 from fedpref.experiments.orchestrator import open_run_dir
 from fedpref.experiments.sweep import Cell, SweepKind
 from fedpref.models.factory import resolve_device
 from fedpref.results import ResultsError, ResultsWriter, has_results, load_results, stage2_results
+from fedpref.stage2.checkpoints import Stage2Checkpoints
 from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config, load_stage2_config
 from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
 from fedpref.stage2.evaluate import win_rates
 from fedpref.stage2.feddpo import DPOClient, FedSettings, run_feddpo
 from fedpref.stage2.generation import Sampling, sample
-from fedpref.stage2.held_out_judges import agreement, judge_model_config, lm_judge, train_reward_judges
+from fedpref.stage2.held_out_judges import agreement, judge_model_config, lm_judge, reward_judge, train_reward_judges
 from fedpref.stage2.hh_task import hh_task
 from fedpref.stage2.judges import PAPER_QUALITY, ChatJudge, Judge, MarginJudge, OracleJudge, focused_template
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
@@ -75,11 +77,16 @@ def make_stage1_pairs(policy, tokenizer, cfg: Stage2Config, pool: list[str]) -> 
 
 
 def build_judges(
-    cfg: Stage2Config, task: Stage2Task, stage1: Stage1Result, log: Log = lambda line: None
+    cfg: Stage2Config,
+    task: Stage2Task,
+    stage1: Stage1Result,
+    log: Log = lambda line: None,
+    saved: dict | None = None,
 ) -> tuple[dict[str, Judge], dict]:
     """The configured judges, each answering for every context key (a type, or its unseen clients) as for its
     type; the selector judge reads the key's own z. Also each held-out judge's measured agreement with the
-    human labels of the task's held-out test pairs ({judge: {type: summary}})."""
+    human labels of the task's held-out test pairs ({judge: {type: summary}}). `saved` (`judges_state`'s):
+    the reward models' trained states and the agreements, so nothing is trained or measured again."""
     keys, judges, agreements, e = list(stage1.latents), {}, {}, cfg.eval
     focus = task.chat_focus if e.chat_focus == "per_type" else {}
     templates = {key: focused_template(focus[type_of(key)]) for key in keys if type_of(key) in focus}
@@ -101,15 +108,24 @@ def build_judges(
                 device,
                 cfg.seed,
             )
-            judges[name], agreements[name] = train_reward_judges(model_cfg, task.judge_pairs)
+            if saved:
+                judges[name], agreements[name] = reward_judge(model_cfg, saved["reward_model"]), saved[name]
+            else:
+                judges[name], agreements[name] = train_reward_judges(model_cfg, task.judge_pairs)
         else:
             by_type = {t: focused_template(focus.get(t, PAPER_QUALITY)) for t in task.types}
             judges[name] = lm_judge(e.lm_model, by_type, e.lm_orders, e.lm_max_tokens, resolve_device(cfg.device))
-            agreements[name] = agreement(judges[name], tests)
-        if name in agreements:
+            agreements[name] = saved[name] if saved else agreement(judges[name], tests)
+        if name in agreements and not saved:
             shown = {g: f"{r['win_rate']}% {r['ci95']}" for g, r in agreements[name].items()}
             log(f"judge {name}: agreement with held-out human labels {shown}")
     return judges, agreements
+
+
+def judges_state(judges: dict[str, Judge], agreements: dict) -> dict:
+    """What `build_judges(saved=...)` needs: the agreements and the trained reward models' states."""
+    trained = judges.get("reward_model")
+    return agreements | ({"reward_model": trained.margins.states} if trained else {})
 
 
 def dpo_settings(cfg: Stage2Config) -> DPOSettings:
@@ -134,11 +150,15 @@ def summarize_history(history: list[dict], window: int = 20) -> dict:
     }
 
 
-def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
-    """Stage 1 data and selector, conditional DPO, FedDPO, win rates vs the frozen base; writes the results."""
+def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print, resume: bool = False) -> dict:
+    """Stage 1 data and selector, conditional DPO, FedDPO, win rates vs the frozen base; writes the results.
+
+    Every phase saves its state in `out_dir/checkpoints` as it goes (each Stage 1 and FedDPO round, each DPO
+    step, each finished phase); with `resume` the run continues from there and skips what is done."""
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
-    timing, results, started = {}, {"config": cfg.to_dict()}, time.perf_counter()
+    results = {"config": cfg.to_dict()}
+    checkpoints = Stage2Checkpoints(out_dir / "checkpoints", results["config"], resume)
     writer = ResultsWriter(out_dir)
     writer.start(stage2_results(results))  # status running until the end (`fedpref stage2` marks a failure)
     lm, tokenizer = load_lm(cfg.policy_path, resolve_device(cfg.device))
@@ -148,70 +168,135 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print) -> dict:
     results["task"] = {"name": cfg.task.name, "types": list(task.types)}
     write_jsonl(task.stage1_pairs, out_dir / "stage1_pairs.jsonl")
     log(f"stage 1 data: {len(task.stage1_pairs)} labelled pairs -> {out_dir / 'stage1_pairs.jsonl'}")
-    t = time.perf_counter()
-    stage1 = run_stage1(cfg, out_dir / "stage1_pairs.jsonl", task.types, log)
-    timing["stage1_s"] = round(time.perf_counter() - t, 1)
+    checkpoints.begin("stage1")
+    if saved := checkpoints.saved("stage1"):
+        log("stage 1: done (resumed)" if checkpoints.done("stage1") else f"stage 1: from round {saved['next_round']}")
+    stage1 = run_stage1(cfg, out_dir / "stage1_pairs.jsonl", task.types, log, saved, saver(checkpoints, "stage1"))
+    timing = {"stage1_s": checkpoints.took_s("stage1")}
     results["stage1"] = _stage1_summary(stage1, task.types, len(task.stage1_pairs))
     results["task"]["contexts"] = list(stage1.latents)
     log(f"stage 1 ({cfg.stage1.method}): {json.dumps(results['stage1']['by_group'])} in {timing['stage1_s']} s")
     if "unseen" in results["stage1"]:
         log(f"stage 1 on unseen clients (z inferred): {json.dumps(results['stage1']['unseen']['by_group'])}")
 
-    judges, agreements = build_judges(cfg, task, stage1, log)
+    checkpoints.begin("judges")
+    saved = checkpoints.saved("judges")
+    judges, agreements = build_judges(cfg, task, stage1, log, saved)
+    if saved:
+        torch.set_rng_state(saved["torch_rng"])
+    else:
+        checkpoints.save("judges", judges_state(judges, agreements) | _generator(), done=True)
+    timing["judges_s"] = checkpoints.took_s("judges")
     if agreements:
         results["judges"] = {"agreement": agreements}
     reward = judges.get("selector") or MarginJudge(SelectorMargins(stage1.selector, stage1.latents))
     labeler = reward if cfg.dpo.reward == "selector" else OracleJudge(task.oracle)
     contexts = {g: stage1.latents[g] for g in task.types}  # DPO trains on the seen clients' z only
     sampling, eval_seed = sampling_of(cfg), cfg.seed + 424242
-    t = time.perf_counter()
-    on_step = step_reporter(log, cfg.dpo.steps)
-    history = train_dpo(policy, tokenizer, task.pool, contexts, labeler, dpo_settings(cfg), sampling, cfg.seed, on_step)
-    timing["stage2_dpo_s"] = round(time.perf_counter() - t, 1)
+    checkpoints.begin("dpo")
+    if saved := checkpoints.saved("dpo"):
+        log(f"conditional DPO: from step {saved['next_step']} of {cfg.dpo.steps} (resumed)")
+    settings, on_step = dpo_settings(cfg), step_reporter(log, cfg.dpo.steps)
+
+    def save_step(state: dict) -> None:
+        checkpoints.save("dpo", state, done=state["next_step"] == settings.steps)
+
+    history = train_dpo(
+        policy, tokenizer, task.pool, contexts, labeler, settings, sampling, cfg.seed, on_step, saved, save_step
+    )
+    timing["stage2_dpo_s"] = checkpoints.took_s("dpo")
     results["stage2"] = {"reward": cfg.dpo.reward, "training": summarize_history(history)}
-    rates = win_rates(policy, tokenizer, task.eval_prompts, stage1.latents, judges, sampling, eval_seed)
+    checkpoints.begin("stage2")
+    if saved := checkpoints.saved("stage2"):
+        torch.set_rng_state(saved["torch_rng"])
+        rates = saved["win_rates"]
+    else:
+        rates = win_rates(policy, tokenizer, task.eval_prompts, stage1.latents, judges, sampling, eval_seed)
+        checkpoints.save("stage2", {"win_rates": rates} | _generator(), done=True)
     results["stage2"]["win_rates"] = rates
     log(f"conditional DPO: {json.dumps(_headline(results['stage2']['win_rates']))} ({timing['stage2_dpo_s']} s)")
 
     if cfg.feddpo.enabled:
-        t = time.perf_counter()
         seen_task = replace(task, client_types={c: g for c, g in task.client_types.items() if c not in stage1.unseen})
         trains = stage1_train_pairs(cfg, out_dir / "stage1_pairs.jsonl") if task.oracle is None else {}
         keys = list(stage1.latents)
-        results["feddpo"] = _feddpo(cfg, seen_task, trains, keys, tokenizer, judges, sampling, eval_seed, log)
-        timing["feddpo_s"] = round(time.perf_counter() - t, 1)
+        results["feddpo"] = _feddpo(
+            cfg, seen_task, trains, keys, tokenizer, judges, sampling, eval_seed, log, checkpoints
+        )
+        timing["feddpo_s"] = checkpoints.took_s("feddpo")
         log(f"FedDPO: {json.dumps(_headline(results['feddpo']['win_rates']))} ({timing['feddpo_s']} s)")
-    timing["wall_s"] = round(time.perf_counter() - started, 1)
+    timing["wall_s"] = round(checkpoints.elapsed_s(), 1)
     results["timing"] = timing
     writer.finish(stage2_results(results))
     (out_dir / "table.md").write_text(results_markdown(results), encoding="utf-8")
     return results
 
 
-def run_stage2(cfg: Stage2Config, run_dir: Path, overwrite: bool, log: Log = print) -> dict:
-    """`fedpref stage2`: the run folder made (a non-empty one only with `overwrite`; Stage 2 has no resume), the
-    pipeline run, and a failure recorded in its results (they are written from the start: not left 'running')."""
-    open_run_dir(run_dir, overwrite, resumable=False)
+def saver(checkpoints: Stage2Checkpoints, phase: str):
+    """A phase's `save(state, done)` callback into `checkpoints`."""
+    return lambda state, done: checkpoints.save(phase, state, done)
+
+
+def _generator() -> dict:
+    return {"torch_rng": torch.get_rng_state()}
+
+
+def run_stage2(cfg: Stage2Config, run_dir: Path, overwrite: bool, log: Log = print, resume: bool = False) -> dict:
+    """`fedpref stage2`: the run folder made (a non-empty one only with `overwrite`; an unfinished one is
+    continued with `resume`), the pipeline run, and a failure recorded in its results (they are written from the
+    start: not left 'running')."""
+    open_stage2_dir(run_dir, overwrite, resume)
     try:
-        return run_pipeline(cfg, run_dir, log)
+        return run_pipeline(cfg, run_dir, log, resume)
     except BaseException as e:
         ResultsWriter(run_dir).fail_existing(e)
         raise
 
 
-def stage2_cell_state(cell: Cell) -> str:
-    """A Stage 2 sweep cell: finished (its results say so), interrupted (anything else in its folder: Stage 2
-    has no resume, so the cell starts again) or new."""
-    if not cell.folder.is_dir() or not any(cell.folder.iterdir()):
+def open_stage2_dir(run_dir: Path, overwrite: bool, resume: bool) -> None:
+    """The run folder's rules for Stage 2: `resume` needs its checkpoints; a partial run is pointed at --resume."""
+    if resume and overwrite:
+        raise FedprefError("--resume and --overwrite exclude each other")
+    if resume:
+        if not has_checkpoint(run_dir):
+            raise FedprefError(f"{run_dir}: nothing to resume (no Stage 2 checkpoint)")
+        return
+    if has_checkpoint(run_dir) and not overwrite and stage2_run_state(run_dir) != "finished":
+        raise FedprefError(
+            f"output folder {run_dir} holds an unfinished Stage 2 run; pass --resume to continue it, "
+            "--overwrite to start it again, or choose another --out"
+        )
+    open_run_dir(run_dir, overwrite, resumable=False)
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    return any(p.is_file() for p in (run_dir / "checkpoints").glob("*.ckpt"))
+
+
+def stage2_run_state(folder: Path) -> str:
+    """A Stage 2 run folder: finished (its results say so), interrupted (anything else in it: resumed when it
+    holds a checkpoint, started again when not) or new."""
+    if not folder.is_dir() or not any(folder.iterdir()):
         return "new"
     try:
-        return "finished" if has_results(cell.folder) and load_results(cell.folder).finished else "interrupted"
+        return "finished" if has_results(folder) and load_results(folder).finished else "interrupted"
     except ResultsError:
         return "interrupted"
 
 
+def stage2_cell_state(cell: Cell) -> str:
+    """A Stage 2 sweep cell's state (`stage2_run_state`)."""
+    return stage2_run_state(cell.folder)
+
+
 def _run_stage2_cell(cell: Cell, console, engine: str) -> None:
-    run_stage2(cell.cfg, cell.folder, overwrite=True, log=lambda line: console.print(line, highlight=False))
+    """An interrupted cell continues from its checkpoint; one without any starts again."""
+
+    def log(line: str) -> None:
+        console.print(line, highlight=False)
+
+    resume = has_checkpoint(cell.folder)
+    run_stage2(cell.cfg, cell.folder, overwrite=not resume, log=log, resume=resume)
 
 
 # `fedpref sweep` over a Stage 2 config: one run folder per seed (and grid cell), finished ones skipped
@@ -230,10 +315,18 @@ def _feddpo(
     sampling,
     eval_seed: int,
     log: Log,
+    checkpoints: Stage2Checkpoints,
 ) -> dict:
     """One global policy. With an oracle, each client labels on-policy pairs of its share of the prompts with
     its type's utility; without one (real data), each client runs offline DPO on its own Stage 1 training split
-    (`trains`: client -> pairs)."""
+    (`trains`: client -> pairs). Saved in `checkpoints` after every round and when its win rates are in."""
+    checkpoints.begin("feddpo")
+    saved = checkpoints.saved("feddpo")
+    if saved and checkpoints.done("feddpo"):
+        torch.set_rng_state(saved["torch_rng"])
+        return saved["results"]
+    if saved:
+        log(f"FedDPO: from round {saved['next_round']} of {cfg.feddpo.rounds} (resumed)")
     lm, _ = load_lm(cfg.policy_path, resolve_device(cfg.device))
     policy = ConditionalPolicy(lm, _lora(cfg), latent_dim=0, seed=cfg.seed, precision=cfg.precision)
     clients = dpo_clients(task, trains, tokenizer, sampling)
@@ -241,12 +334,16 @@ def _feddpo(
     fed = FedSettings(f.rounds, f.clients_per_round, f.local_steps)
     judge = OracleJudge(task.oracle) if task.oracle else None
     on_round = round_reporter(log, "FedDPO round", f.rounds)
-    rounds = run_feddpo(policy, tokenizer, clients, judge, dpo_settings(cfg), fed, sampling, cfg.seed, on_round)
+    save_round = functools.partial(checkpoints.save, "feddpo")
+    args = (dpo_settings(cfg), fed, sampling, cfg.seed, on_round, saved, save_round)
+    rounds = run_feddpo(policy, tokenizer, clients, judge, *args)
     contexts = {key: None for key in keys}  # one policy for every type, seen or not
-    return {
+    results = {
         "rounds": rounds,
         "win_rates": win_rates(policy, tokenizer, task.eval_prompts, contexts, judges, sampling, eval_seed),
     }
+    checkpoints.save("feddpo", {"results": results} | _generator(), done=True)
+    return results
 
 
 def dpo_clients(

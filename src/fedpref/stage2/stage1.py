@@ -3,6 +3,7 @@ selector, and each type's z from its seen clients and, held out of training, fro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,20 +79,43 @@ def stage1_train_pairs(cfg: Stage2Config, pairs_path: Path) -> dict[str, list[Pr
 
 
 def run_stage1(
-    cfg: Stage2Config, pairs_path: Path, types: tuple[str, ...], log: Log = lambda line: None
+    cfg: Stage2Config,
+    pairs_path: Path,
+    types: tuple[str, ...],
+    log: Log = lambda line: None,
+    saved: dict | None = None,
+    save: Callable[[dict, bool], None] | None = None,
 ) -> Stage1Result:
     """FedVPA-GP (or a variant) over the pairs file with fedpref.experiments; each type's mean client latent (z
-    from the client's own training pairs, no label leakage), for the seen and the unseen clients apart."""
+    from the client's own training pairs, no label leakage), for the seen and the unseen clients apart.
+
+    `save(state, done)` after every round and at the end; `saved` (such a state) continues from it: the rounds
+    left, then the evaluation (a finished state holds it, so nothing is run again)."""
     ecfg = stage1_config(cfg, pairs_path)
     setup = build_setup(ecfg)
     federation = inprocess_federation(ecfg, setup)
-    method = cfg.stage1.method
+    method, transport, saved = cfg.stage1.method, federation.transport, saved or {}
     algorithm = build_algorithm(method, ecfg, federation.trained(), setup.init_state, setup.model, setup.unseen)
-    federation.transport.begin_method(method)
-    run_rounds(algorithm, federation.transport, round_reporter(log, f"stage 1 ({method}) round", cfg.stage1.rounds))
+    if saved:
+        vars(algorithm).update(saved["algorithm"])
+        torch.set_rng_state(saved["torch_rng"])  # as it was when the state was saved, the rebuild's draws undone
+    start = saved.get("next_round", 0)
+    transport.begin_method(method, start, saved.get("client_memory"))
+
+    def checkpoint(next_round: int) -> None:
+        memories = transport.memories()
+        save({"next_round": next_round, "algorithm": vars(algorithm), "client_memory": memories} | _generator(), False)
+
+    reporter = round_reporter(log, f"stage 1 ({method}) round", cfg.stage1.rounds)
+    if "evaluation" not in saved:
+        run_rounds(algorithm, transport, reporter, start, checkpoint if save else None, checkpoint_every=1)
     seen = [cid for cid in setup.clients if cid not in set(setup.unseen)]
-    evaluation = ask_selector(algorithm, federation.transport, seen, "selector")
-    unseen = ask_selector(algorithm, federation.transport, setup.unseen, "selector/unseen") if setup.unseen else None
+    evaluation = saved.get("evaluation") or ask_selector(algorithm, transport, seen, "selector")
+    unseen = saved.get("unseen_evaluation")
+    if unseen is None and setup.unseen:
+        unseen = ask_selector(algorithm, transport, setup.unseen, "selector/unseen")
+    if save and "evaluation" not in saved:
+        save({"algorithm": vars(algorithm), "evaluation": evaluation, "unseen_evaluation": unseen} | _generator(), True)
     selector = variational_model(setup.model, algorithm.spec)
     load_trainable_state(selector, algorithm.global_state)
     center = latent_center(algorithm.center_payload(), next(selector.parameters()).device)
@@ -99,6 +123,10 @@ def run_stage1(
     if unseen:
         latents |= type_latents(selector, unseen, types, center, UNSEEN)
     return Stage1Result(selector, latents, evaluation, unseen, list(setup.unseen))
+
+
+def _generator() -> dict:
+    return {"torch_rng": torch.get_rng_state()}
 
 
 def type_latents(selector, evaluation: dict, types: tuple[str, ...], center: tuple, suffix: str = "") -> dict:
