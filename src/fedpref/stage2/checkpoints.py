@@ -19,6 +19,11 @@ from fedpref.errors import FedprefError
 PHASES = ("stage1", "judges", "dpo", "stage2", "feddpo")  # in the order a run goes through them
 
 
+def generator_state() -> dict:
+    """The global torch generator's state, as a saved phase state carries it (`torch.set_rng_state` reads it)."""
+    return {"torch_rng": torch.get_rng_state()}
+
+
 def config_digest(config: dict) -> str:
     """A short SHA-256 of the Stage 2 config as plain data (key order does not matter)."""
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -18,7 +18,7 @@ from fedpref.experiments.orchestrator import open_run_dir
 from fedpref.experiments.sweep import Cell, SweepKind
 from fedpref.models.factory import resolve_device
 from fedpref.results import ResultsError, ResultsWriter, has_results, load_results, stage2_results
-from fedpref.stage2.checkpoints import Stage2Checkpoints
+from fedpref.stage2.checkpoints import Stage2Checkpoints, generator_state
 from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config, load_stage2_config
 from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
 from fedpref.stage2.evaluate import win_rates
@@ -185,7 +185,7 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print, resume: boo
     if saved:
         torch.set_rng_state(saved["torch_rng"])
     else:
-        checkpoints.save("judges", judges_state(judges, agreements) | _generator(), done=True)
+        checkpoints.save("judges", judges_state(judges, agreements) | generator_state(), done=True)
     timing["judges_s"] = checkpoints.took_s("judges")
     if agreements:
         results["judges"] = {"agreement": agreements}
@@ -212,7 +212,7 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print, resume: boo
         rates = saved["win_rates"]
     else:
         rates = win_rates(policy, tokenizer, task.eval_prompts, stage1.latents, judges, sampling, eval_seed)
-        checkpoints.save("stage2", {"win_rates": rates} | _generator(), done=True)
+        checkpoints.save("stage2", {"win_rates": rates} | generator_state(), done=True)
     results["stage2"]["win_rates"] = rates
     log(f"conditional DPO: {json.dumps(_headline(results['stage2']['win_rates']))} ({timing['stage2_dpo_s']} s)")
 
@@ -235,10 +235,6 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print, resume: boo
 def saver(checkpoints: Stage2Checkpoints, phase: str):
     """A phase's `save(state, done)` callback into `checkpoints`."""
     return lambda state, done: checkpoints.save(phase, state, done)
-
-
-def _generator() -> dict:
-    return {"torch_rng": torch.get_rng_state()}
 
 
 def run_stage2(cfg: Stage2Config, run_dir: Path, overwrite: bool, log: Log = print, resume: bool = False) -> dict:
@@ -342,7 +338,7 @@ def _feddpo(
         "rounds": rounds,
         "win_rates": win_rates(policy, tokenizer, task.eval_prompts, contexts, judges, sampling, eval_seed),
     }
-    checkpoints.save("feddpo", {"results": results} | _generator(), done=True)
+    checkpoints.save("feddpo", {"results": results} | generator_state(), done=True)
     return results
 
 

@@ -21,6 +21,7 @@ from fedpref.experiments.runner import inprocess_federation
 from fedpref.experiments.setup import build_setup
 from fedpref.models.adapters import load_trainable_state
 from fedpref.models.variational import VariationalSelector, variational_model
+from fedpref.stage2.checkpoints import generator_state
 from fedpref.stage2.config import Stage2Config
 from fedpref.stage2.progress import Log, round_reporter
 
@@ -103,8 +104,8 @@ def run_stage1(
     transport.begin_method(method, start, saved.get("client_memory"))
 
     def checkpoint(next_round: int) -> None:
-        memories = transport.memories()
-        save({"next_round": next_round, "algorithm": vars(algorithm), "client_memory": memories} | _generator(), False)
+        state = {"next_round": next_round, "algorithm": vars(algorithm), "client_memory": transport.memories()}
+        save(state | generator_state(), False)
 
     reporter = round_reporter(log, f"stage 1 ({method}) round", cfg.stage1.rounds)
     if "evaluation" not in saved:
@@ -115,7 +116,10 @@ def run_stage1(
     if unseen is None and setup.unseen:
         unseen = ask_selector(algorithm, transport, setup.unseen, "selector/unseen")
     if save and "evaluation" not in saved:
-        save({"algorithm": vars(algorithm), "evaluation": evaluation, "unseen_evaluation": unseen} | _generator(), True)
+        save(
+            {"algorithm": vars(algorithm), "evaluation": evaluation, "unseen_evaluation": unseen} | generator_state(),
+            True,
+        )
     selector = variational_model(setup.model, algorithm.spec)
     load_trainable_state(selector, algorithm.global_state)
     center = latent_center(algorithm.center_payload(), next(selector.parameters()).device)
@@ -123,10 +127,6 @@ def run_stage1(
     if unseen:
         latents |= type_latents(selector, unseen, types, center, UNSEEN)
     return Stage1Result(selector, latents, evaluation, unseen, list(setup.unseen))
-
-
-def _generator() -> dict:
-    return {"torch_rng": torch.get_rng_state()}
 
 
 def type_latents(selector, evaluation: dict, types: tuple[str, ...], center: tuple, suffix: str = "") -> dict:
