@@ -405,7 +405,7 @@ reproduce-fedvpa-table1-smollm2: $(STAMP)
 		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --out $(REPRO)/smollm2_hh
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_hh --pair FedVPA-GP,FL --pair FedVPA-GP,FedVPL --pair FedVPA-GP,FedBiscuit
 
-#: reproduce-fedvpa-stage2-smollm2 | FedVPA-GP Stage 2 on HH-RLHF with the SmolLM2 policy and held-out judges | time not measured (fedpref estimate: about 1 h a seed)
+#: reproduce-fedvpa-stage2-smollm2 | FedVPA-GP Stage 2 on HH-RLHF with the SmolLM2 policy and held-out judges | over 80 min a seed at one thread before FedDPO (Stage 1 768 s, judges about 20 min, conditional DPO 3,075 s); an interrupted seed continues from its checkpoint
 reproduce-fedvpa-stage2-smollm2: $(STAMP)
 	$(ONE_THREAD) $(BIN)/fedpref stage2 stage2/hh \
 		--set "task.data_path='$(HH_DATA)'" --seeds $(SMOLLM2_SEEDS) --out $(REPRO)/smollm2_stage2
