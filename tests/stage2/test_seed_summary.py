@@ -98,7 +98,7 @@ def test_stage2_seeds_skip_finished_and_rerun_unfinished(tmp_path, monkeypatch, 
 
     ran = []
 
-    def fake_pipeline(cfg, run_dir, log):
+    def fake_pipeline(cfg, run_dir, log, resume=False):
         ran.append((cfg.seed, run_dir.name))
         (run_dir / "results.json").write_text("{}")
         (run_dir / "table.md").write_text("table\n")
