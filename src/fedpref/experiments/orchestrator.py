@@ -62,16 +62,22 @@ def check_config(
 
 
 def open_run_dir(
-    run_dir: Path, overwrite: bool = False, resume: bool = False, resumable: bool = True, words: dict = CLI_WORDS
+    run_dir: Path,
+    overwrite: bool = False,
+    resume: bool = False,
+    resumable: bool = True,
+    words: dict = CLI_WORDS,
+    resume_needs: str = "config.toml",
 ) -> Path:
     """The run folder's rules, once for every entry point: resume and overwrite exclude each other; resuming
-    needs a run there (its config.toml); otherwise the folder is made (outputs.prepare_run_dir: a non-empty one
-    only with `overwrite`, a partial run of a `resumable` kind pointed at resume)."""
+    needs a run there (a file matching `resume_needs`, a glob inside the folder: its config.toml, or a kind's
+    checkpoint); otherwise the folder is made (outputs.prepare_run_dir: a non-empty one only with `overwrite`,
+    a partial run of a `resumable` kind pointed at resume)."""
     if resume and overwrite:
         raise FedprefError(f"{words['resume']} and {words['overwrite']} exclude each other")
     if resume:
-        if not (run_dir / "config.toml").is_file():
-            raise FedprefError(f"{run_dir}: nothing to resume (no config.toml)")
+        if not any(p.is_file() for p in run_dir.glob(resume_needs)):
+            raise FedprefError(f"{run_dir}: nothing to resume (no {resume_needs})")
         return run_dir
     return prepare_run_dir(run_dir, overwrite, resumable, words)
 

@@ -249,24 +249,22 @@ def run_stage2(cfg: Stage2Config, run_dir: Path, overwrite: bool, log: Log = pri
         raise
 
 
+CHECKPOINT_GLOB = "checkpoints/*.ckpt"  # a Stage 2 run's checkpoint, relative to its folder
+
+
 def open_stage2_dir(run_dir: Path, overwrite: bool, resume: bool) -> None:
-    """The run folder's rules for Stage 2: `resume` needs its checkpoints; a partial run is pointed at --resume."""
-    if resume and overwrite:
-        raise FedprefError("--resume and --overwrite exclude each other")
-    if resume:
-        if not has_checkpoint(run_dir):
-            raise FedprefError(f"{run_dir}: nothing to resume (no Stage 2 checkpoint)")
-        return
-    if has_checkpoint(run_dir) and not overwrite and stage2_run_state(run_dir) != "finished":
+    """The run folder's rules (orchestrator.open_run_dir) for Stage 2, whose folders hold no config.toml:
+    `resume` needs a checkpoint, and a partial run is pointed at --resume."""
+    if not (resume or overwrite) and has_checkpoint(run_dir) and stage2_run_state(run_dir) != "finished":
         raise FedprefError(
             f"output folder {run_dir} holds an unfinished Stage 2 run; pass --resume to continue it, "
             "--overwrite to start it again, or choose another --out"
         )
-    open_run_dir(run_dir, overwrite, resumable=False)
+    open_run_dir(run_dir, overwrite, resume, resumable=False, resume_needs=CHECKPOINT_GLOB)
 
 
 def has_checkpoint(run_dir: Path) -> bool:
-    return any(p.is_file() for p in (run_dir / "checkpoints").glob("*.ckpt"))
+    return any(p.is_file() for p in run_dir.glob(CHECKPOINT_GLOB))
 
 
 def stage2_run_state(folder: Path) -> str:
