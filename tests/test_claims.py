@@ -140,6 +140,22 @@ def test_a_change_over_steps_pairs_only_the_same_seeds(tmp_path):
     assert C.read(C.load_summaries([path]), q) is None
 
 
+def test_a_silhouette_difference_pairs_the_seeds_both_methods_hold(tmp_path):
+    rows = [
+        row("latent_silhouette", "A", 9, 0.4, None, None, [0.5, 0.4, 0.3], seeds=(0, 1, 2)),
+        row("latent_silhouette", "B", 9, 0.1, None, None, [0.1, 0.2, 0.0], seeds=(1, 2, 3)),
+    ]
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps({"format": "fedpref-summary/1", "rows": rows}), encoding="utf-8")
+    q = C.Quantity("toy", "g", "A - B", step=9, kind="latent_silhouette")
+    x = C.read(C.load_summaries([path]), q)  # seeds 1, 2: 0.4 - 0.1, 0.3 - 0.2; std 0.1414, t(1) 12.706
+    assert (x.seeds, round(x.mean, 4), round(x.low, 4), round(x.high, 4)) == (2, 0.2, -1.0706, 1.4706)
+    assert q.label() == "latent_silhouette A - B after round 9" and q.unit == "silhouette"
+    assert C.decide("greater", x) == C.MIXED
+    lone = C.Quantity("toy", "g", "A - C", step=9, kind="latent_silhouette")
+    assert C.read(C.load_summaries([path]), lone) is None
+
+
 def test_a_users_summaries_match_by_method_and_step_under_any_name(tmp_path, toy):
     mine = tmp_path / "my_gpu_rerun.json"
     document = json.loads(toy.read_text(encoding="utf-8"))
@@ -150,6 +166,19 @@ def test_a_users_summaries_match_by_method_and_step_under_any_name(tmp_path, toy
     toy_claims = C.load_claims(TOY_CLAIMS)
     assert [d.claim.id for d in C.decide_all(summaries, toy_claims, strict=False)] == ["T1", "T2"]
     assert C.decide_all(summaries, toy_claims)[0].verdict == NO_SUMMARY  # strict: its own file and group only
+
+
+def test_llm_checks_give_a_verdict_of_their_own_on_the_committed_summaries(toy):
+    llm = """
+llm_summary = "toy"
+llm_group = "g"
+llm_checks = [{ rule = "less", method = "A - B", step = 10 }]
+"""
+    claims = C.load_claims(TOY_CLAIMS.replace('command = "-"\n', 'command = "-"\n' + llm, 1))
+    t3 = C.decide_all(C.load_summaries([toy]), claims)[2]
+    assert (t3.verdict, t3.llm_verdict) == (NOT_RUN, C.DOES_NOT_HOLD)  # A - B is 3.0 [1.0, 5.0]: not below 0
+    assert C.decision_record(t3)["llm_checks"][0]["ours"]["mean"] == 3.0
+    assert "| T3 | " not in C.to_markdown(C.decide_all(C.load_summaries([toy]), claims, strict=False))
 
 
 def test_a_claim_without_checks_needs_a_status():
@@ -163,7 +192,7 @@ def test_every_claims_quantity_is_in_its_committed_summary():
     summaries = C.load_summaries([RESULTS])
     for claim in claims:
         assert claim.paper in ("FedGD", "FedVPA-GP") and claim.statement and claim.command, claim.id
-        for check in claim.checks:
+        for check in claim.checks + claim.llm_checks:
             assert check.rule in C.RULES, claim.id
             for q in (check.quantity, check.than):
                 if q is not None:

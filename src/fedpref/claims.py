@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -17,7 +17,9 @@ INDICATIVE, NOT_RUN, NO_SUMMARY = "indicative (1 seed)", "not run", "no summary"
 VERDICTS = (HOLDS, MIXED, DOES_NOT_HOLD, INDICATIVE, NOT_RUN, NO_SUMMARY)
 
 # How far apart two numbers may be and still count as "near" / "no worse", stated once per kind of quantity.
-TOLERANCE = {"points": 2.0, "ari": 0.05}
+TOLERANCE = {"points": 2.0, "ari": 0.05, "silhouette": 0.05}  # ARI and silhouette: scores in [-1, 1]
+UNIT_NAMES = {"points": "accuracy points", "ari": "ARI", "silhouette": "silhouette"}
+PAIRED_KINDS = ("latent_silhouette",)  # per-seed kinds whose "A - B" is paired here, over the seeds A and B share
 RULES = ("greater", "less", "near", "at_least")
 
 # The rules, as the results page states them (`rule_lines`); `decide` implements exactly these.
@@ -43,7 +45,7 @@ class Quantity:
     group: str
     method: str
     step: int | None = None
-    kind: str = ""  # default: paired_difference for "A - B", else accuracy
+    kind: str = ""  # default: paired_difference for "A - B", else accuracy; "A - B" of a PAIRED_KINDS kind: paired here
     from_step: int | None = None
     policy: str = ""  # Stage 2 rows: the policy (conditional DPO, FedDPO) or the selector's inputs
     context: str = ""  # Stage 2 rows: the type (G1, G2, 'worse type')
@@ -54,7 +56,7 @@ class Quantity:
 
     @property
     def unit(self) -> str:
-        return "ari" if self.row_kind == "ari" else "points"
+        return {"ari": "ari", "latent_silhouette": "silhouette"}.get(self.row_kind, "points")
 
     def label(self) -> str:
         name = self.method if self.row_kind in ("accuracy", "paired_difference") else f"{self.row_kind} {self.method}"
@@ -62,7 +64,11 @@ class Quantity:
             name += f" ({', '.join(x for x in (self.policy, self.context) if x)})"
         if self.from_step is not None:
             return f"{name} acc^{self.step} - acc^{self.from_step}"
-        return name if self.step is None else f"{name} at acc^{self.step}"
+        if self.step is None:
+            return name
+        return (
+            f"{name} after round {self.step}" if self.row_kind == "latent_silhouette" else f"{name} at acc^{self.step}"
+        )
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,7 @@ class Claim:
     command: str  # the make target or command that measures ours
     sentence: str = ""  # the paper's own words ("" where only a table or figure makes the claim)
     checks: tuple[Check, ...] = ()
+    llm_checks: tuple[Check, ...] = ()  # the same rules on the SmolLM2-135M-Instruct runs' summaries (LLM below)
     status: str = ""  # NOT_RUN or NO_SUMMARY for a claim without checks
     note: str = ""  # why there is no check, or what the checks leave out
     headline: bool = False
@@ -120,6 +127,11 @@ class Decision:
     claim: Claim
     verdict: str
     outcomes: list[Outcome] = field(default_factory=list)
+    llm_verdict: str = ""  # "" where the claim has no llm_checks (or the summaries are a user's own)
+    llm_outcomes: list[Outcome] = field(default_factory=list)
+
+
+LLM = "SmolLM2-135M-Instruct"  # the pretrained LLM of the llm_checks: a 4-bit quantized 135M model
 
 
 # ---------------------------------------------------------------------------------------------------- the rules
@@ -174,14 +186,21 @@ def quantity(entry: dict, defaults: dict) -> Quantity:
     return Quantity(**({k: defaults[k] for k in ("summary", "group") if k in defaults} | entry))
 
 
-def parse_claim(entry: dict) -> Claim:
-    defaults = {k: entry.pop(k) for k in ("summary", "group") if k in entry}
+def parse_checks(entries: list[dict], defaults: dict) -> tuple[Check, ...]:
     checks = []
-    for c in entry.pop("checks", []):
+    for c in entries:
         c = dict(c)
         rule, value, than = c.pop("rule"), float(c.pop("value", 0.0)), c.pop("than", None)
         checks.append(Check(rule, quantity(c, defaults), value, quantity(than, defaults) if than else None))
-    claim = Claim(**entry, checks=tuple(checks))
+    return tuple(checks)
+
+
+def parse_claim(entry: dict) -> Claim:
+    defaults = {k: entry.pop(k) for k in ("summary", "group") if k in entry}
+    llm_defaults = {k.removeprefix("llm_"): entry.pop(k) for k in ("llm_summary", "llm_group") if k in entry}
+    checks = parse_checks(entry.pop("checks", []), defaults)
+    llm_checks = parse_checks(entry.pop("llm_checks", []), llm_defaults)
+    claim = Claim(**entry, checks=checks, llm_checks=llm_checks)
     if not claim.checks and claim.status not in (NOT_RUN, NO_SUMMARY):
         raise FedprefError(f"claim {claim.id}: no checks, so its status must be {NOT_RUN!r} or {NO_SUMMARY!r}")
     return claim
@@ -234,8 +253,25 @@ def seeds_of(row: dict) -> int:
     return row["n"] if row["unit"] == "seed" else 1
 
 
+def paired_read(summaries: dict[str, list[dict]], q: Quantity, strict: bool) -> Reading | None:
+    """ "A - B" of a per-seed kind the summary does not pair (PAIRED_KINDS): the per-seed differences over the seeds
+    both rows hold, their mean and 95% t-interval; None where a row is missing or they share no seed."""
+    a, b = (candidates(summaries, replace(q, method=m), q.step, strict) for m in q.method.split(" - ", 1))
+    if len(a) != 1 or len(b) != 1 or not a[0].get("seeds") or not b[0].get("seeds"):
+        return None
+    of_b = dict(zip(b[0]["seeds"], b[0]["values"], strict=True))
+    differences = [x - of_b[s] for s, x in zip(a[0]["seeds"], a[0]["values"], strict=True) if s in of_b]
+    if not differences:
+        return None
+    est = estimate(differences)
+    low, high = est.interval or (None, None)
+    return Reading(est.mean, low, high, est.n)
+
+
 def read(summaries: dict[str, list[dict]], q: Quantity, strict: bool = True) -> Reading | None:
     """The quantity's reading; None where the summaries lack it (or, not strict, name it ambiguously)."""
+    if q.row_kind in PAIRED_KINDS and " - " in q.method:
+        return paired_read(summaries, q, strict)
     rows = candidates(summaries, q, q.step, strict)
     if len(rows) != 1:
         if strict and rows:
@@ -255,11 +291,22 @@ def read(summaries: dict[str, list[dict]], q: Quantity, strict: bool = True) -> 
 
 
 def decide_claim(claim: Claim, summaries: dict[str, list[dict]], strict: bool = True) -> Decision:
-    """Every check of the claim read from the summaries and decided by its rule; the claim's verdict combined."""
-    if not claim.checks:
-        return Decision(claim, claim.status)
+    """Every check of the claim read from the summaries and decided by its rule; the claim's verdict combined.
+    Strict (the committed summaries): its llm_checks too, into a verdict of their own."""
+    decision = Decision(claim, claim.status)
+    if claim.checks:
+        decision.outcomes = decide_checks(claim.checks, summaries, strict)
+        decision.verdict = combine([o.verdict for o in decision.outcomes])
+    if strict and claim.llm_checks:
+        decision.llm_outcomes = decide_checks(claim.llm_checks, summaries, strict)
+        decision.llm_verdict = combine([o.verdict for o in decision.llm_outcomes])
+    return decision
+
+
+def decide_checks(checks: Sequence[Check], summaries: dict[str, list[dict]], strict: bool) -> list[Outcome]:
+    """Each check read from the summaries and decided by its rule."""
     outcomes = []
-    for check in claim.checks:
+    for check in checks:
         x = read(summaries, check.quantity, strict)
         ref = read(summaries, check.than, strict) if check.than else None
         outcome = Outcome(check, x, ref)
@@ -267,7 +314,7 @@ def decide_claim(claim: Claim, summaries: dict[str, list[dict]], strict: bool = 
             tolerance = TOLERANCE[check.quantity.unit]
             outcome.verdict = decide(check.rule, x, check.value, tolerance, ref)
         outcomes.append(outcome)
-    return Decision(claim, combine([o.verdict for o in outcomes]), outcomes)
+    return outcomes
 
 
 def decide_all(
@@ -304,19 +351,23 @@ def outcome_text(o: Outcome) -> str:
     return f"{c.quantity.label()} {ours} {sign} {ref}: {o.verdict}"
 
 
+def outcome_record(o: Outcome) -> dict:
+    return {
+        "quantity": o.check.quantity.label(), "summary": o.check.quantity.summary, "rule": o.check.rule,
+        "value": o.check.value, "than": o.check.than.label() if o.check.than else None,
+        "ours": None if o.reading is None else vars(o.reading),
+        "reference": None if o.reference is None else vars(o.reference), "verdict": o.verdict,
+    }  # fmt: skip
+
+
 def decision_record(d: Decision) -> dict:
     c = d.claim
     return {
         "id": c.id, "paper": c.paper, "source": c.source, "statement": c.statement, "sentence": c.sentence,
         "paper_number": c.paper_number,
         "command": c.command, "verdict": d.verdict, "headline": c.headline, "note": c.note,
-        "checks": [
-            {"quantity": o.check.quantity.label(), "summary": o.check.quantity.summary, "rule": o.check.rule,
-             "value": o.check.value, "than": o.check.than.label() if o.check.than else None,
-             "ours": None if o.reading is None else vars(o.reading),
-             "reference": None if o.reference is None else vars(o.reference), "verdict": o.verdict}
-            for o in d.outcomes
-        ],
+        "checks": [outcome_record(o) for o in d.outcomes],
+        "llm": LLM, "llm_verdict": d.llm_verdict or None, "llm_checks": [outcome_record(o) for o in d.llm_outcomes],
     }  # fmt: skip
 
 
@@ -335,14 +386,23 @@ def ours_cell(d: Decision, link: str = "") -> str:
     return "; ".join(parts) + (f" {link}" if link else "")
 
 
+def llm_cell(d: Decision, link: str = "") -> str:
+    """The llm_checks' readings and their verdict ('–' without any)."""
+    if not d.llm_outcomes:
+        return "–"
+    return "; ".join(outcome_text(o) for o in d.llm_outcomes) + (f" {link}" if link else "") + f": **{d.llm_verdict}**"
+
+
 def to_markdown(decisions: Sequence[Decision], summary_link: str = "") -> str:
-    """One table: claim, paper and table, statement, the paper's number, ours (each check), verdict, command."""
-    lines = ["| claim | source | statement | paper | ours | verdict | command |", "|---|---|---|---|---|---|---|"]
+    """One table: claim, paper and table, statement, the paper's number, ours (each check), verdict, ours on the
+    LLM (each llm check, its verdict), command."""
+    lines = [f"| claim | source | statement | paper | ours | verdict | on {LLM} | command |", "|" + "---|" * 8]
     for d in decisions:
         c = d.claim
         files = list(dict.fromkeys(o.check.quantity.summary for o in d.outcomes))
         link = ", ".join(f"[{f}]({summary_link}{f}.md)" for f in files) if summary_link else ""
         cells = [c.id, f"{c.paper} {c.source}", c.statement, c.paper_number, ours_cell(d, link), d.verdict]
+        cells.append(llm_cell(d))
         lines.append("| " + " | ".join(cell(x) for x in cells) + f" | `{cell(c.command)}` |")
     return "\n".join(lines) + "\n"
 
@@ -368,7 +428,7 @@ def primary_source(source: str) -> str:
 
 def rule_lines() -> list[str]:
     lines = [f"- **{name}**: {text}." for name, text in RULE_TEXT.items()]
-    tolerances = ", ".join(f"{v:g} for {'accuracy points' if k == 'points' else 'ARI'}" for k, v in TOLERANCE.items())
+    tolerances = ", ".join(f"{v:g} for {UNIT_NAMES[k]}" for k, v in TOLERANCE.items())
     lines += [
         f"- The tolerance of *near* and *at_least*, once for every claim: {tolerances}.",
         f"- **{INDICATIVE}**: the reading (or the row it is compared with) stands on one seed, whatever it shows.",
@@ -404,14 +464,24 @@ def results_page(decisions: Sequence[Decision]) -> str:
         *rule_lines(),
         "",
     ]
+    lines += [
+        f"The column *on {LLM}* decides the same claim by the same rule on the summaries of runs with "
+        f"{LLM} as the backbone (the papers' own formulation: an A/B selector on a pretrained causal LM). It is a "
+        "4-bit quantized 135M model, not the papers' Qwen-2 0.5B-1.5B or Gemma-2B, at a budget two CPU cores "
+        "allow; its settings are on each summary's page.",
+        "",
+    ]
     counts = {v: sum(d.verdict == v for d in decisions) for v in VERDICTS}
     lines += ["Verdicts: " + ", ".join(f"{v} {n}" for v, n in counts.items() if n) + f" (of {len(decisions)}).", ""]
+    llm = [d.llm_verdict for d in decisions if d.llm_verdict]
+    llm_counts = ", ".join(f"{v} {n}" for v in VERDICTS if (n := llm.count(v)))
+    lines += [f"On {LLM}: {llm_counts} (of {len(llm)} claims with a check there).", ""] if llm else []
     for paper in dict.fromkeys(d.claim.paper for d in decisions):
         lines += [f"## {paper} paper", ""]
         mine = [d for d in decisions if d.claim.paper == paper]
         for source in dict.fromkeys(primary_source(d.claim.source) for d in mine):
-            lines += [f"### {source}", "", "| claim | statement | paper | ours | verdict | command |"]
-            lines += ["|---|---|---|---|---|---|"]
+            lines += [f"### {source}", "", f"| claim | statement | paper | ours | verdict | on {LLM} | command |"]
+            lines += ["|---|---|---|---|---|---|---|"]
             for d in (d for d in mine if primary_source(d.claim.source) == source):
                 lines.append(claim_row(d))
             lines.append("")
@@ -432,15 +502,21 @@ def results_page(decisions: Sequence[Decision]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def claim_row(d: Decision) -> str:
-    c = d.claim
-    files = list(dict.fromkeys(o.check.quantity.summary for o in d.outcomes))  # in the checks' order
+def summary_links(outcomes: Sequence[Outcome]) -> str:
+    """'(summary)' or '(summary 1, summary 2)': links to the summary pages the outcomes read, in their order."""
+    files = list(dict.fromkeys(o.check.quantity.summary for o in outcomes))
     names = ["summary"] if len(files) == 1 else [f"summary {i}" for i in range(1, len(files) + 1)]
     links = ", ".join(f"[{name}]({f}.md)" for name, f in zip(names, files, strict=True))
-    ours = ours_cell(d) + (f" ({links})" if links else "")
+    return f"({links})" if links else ""
+
+
+def claim_row(d: Decision) -> str:
+    c = d.claim
+    ours = " ".join(x for x in (ours_cell(d), summary_links(d.outcomes)) if x)
+    llm = llm_cell(d, summary_links(d.llm_outcomes))
     first = f'<a id="{anchor(c.id)}"></a>{c.id}'
     quote = f'<br>*"{c.sentence}"*' if c.sentence else ""
-    cells = [f"{c.statement} ({c.source}){quote}", c.paper_number, ours, f"**{d.verdict}**", f"`{c.command}`"]
+    cells = [f"{c.statement} ({c.source}){quote}", c.paper_number, ours, f"**{d.verdict}**", llm, f"`{c.command}`"]
     return f"| {first} | " + " | ".join(cell(x) for x in cells) + " |"
 
 
@@ -471,12 +547,16 @@ def notes_verdicts(text: str, decisions: Sequence[Decision]) -> str:
     """The research notes' table with each claim's verdict cell (the 6th column) replaced by the rule's verdict,
     linked to its row on the results page."""
     verdict = {d.claim.id: d.verdict for d in decisions}
+    llm = {d.claim.id: d.llm_verdict for d in decisions}
     out = []
     for line in text.splitlines(keepends=True):
         parts = line.split(" | ")
         claim_id = parts[0].removeprefix("| ").strip() if line.startswith("| F") else ""
         if claim_id in verdict and len(parts) >= 7:
-            parts[5] = f"[{verdict[claim_id]}](../results/index.md#{anchor(claim_id)})"
+            link = f"(../results/index.md#{anchor(claim_id)})"
+            parts[5] = f"[{verdict[claim_id]}]{link}" + (
+                f"; on {LLM}: [{llm[claim_id]}]{link}" if llm[claim_id] else ""
+            )
             line = " | ".join(parts)
         out.append(line)
     return "".join(out)
