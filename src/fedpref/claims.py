@@ -254,8 +254,9 @@ def seeds_of(row: dict) -> int:
 
 
 def paired_read(summaries: dict[str, list[dict]], q: Quantity, strict: bool) -> Reading | None:
-    """ "A - B" of a per-seed kind the summary does not pair (PAIRED_KINDS): the per-seed differences over the seeds
-    both rows hold, their mean and 95% t-interval; None where a row is missing or they share no seed."""
+    """The difference "A - B" of a per-seed kind that the summary does not pair (PAIRED_KINDS): the per-seed
+    differences over the seeds both rows hold, their mean and 95% t-interval; None where a row is missing or they
+    share no seed."""
     a, b = (candidates(summaries, replace(q, method=m), q.step, strict) for m in q.method.split(" - ", 1))
     if len(a) != 1 or len(b) != 1 or not a[0].get("seeds") or not b[0].get("seeds"):
         return None
