@@ -405,6 +405,18 @@ reproduce-fedvpa-table1-smollm2: $(STAMP)
 		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --out $(REPRO)/smollm2_hh
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_hh --pair FedVPA-GP,FL --pair FedVPA-GP,FedVPL --pair FedVPA-GP,FedBiscuit
 
+# The same four methods on the skewed population (FedVPA-GP paper, Table 3's ratios): SMOLLM2_SKEW of the clients
+# helpful, the rest harmless.
+SMOLLM2_SKEW ?= 0.7
+.PHONY: reproduce-fedvpa-hh-skewed-smollm2
+#: reproduce-fedvpa-hh-skewed-smollm2 | FedVPA-GP Table 1's methods on a skewed HH population (SMOLLM2_SKEW helpful, default 70/30) with the SmolLM2 A/B selector | about 95 min a seed at one thread, as the 50/50 run (not measured)
+reproduce-fedvpa-hh-skewed-smollm2: $(STAMP)
+	$(REPRO_SWEEP) vpa_hh_smollm2 --seeds $(SMOLLM2_SEEDS) --set "data.path='$(HH_DATA)'" \
+		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --set data.hh.helpful_fraction=$(SMOLLM2_SKEW) \
+		--out $(REPRO)/smollm2_hh_skewed
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_hh_skewed --pair FedVPA-GP,FL --pair FedVPA-GP,FedVPL \
+		--pair FedVPA-GP,FedBiscuit
+
 #: reproduce-fedvpa-stage2-smollm2 | FedVPA-GP Stage 2 on HH-RLHF with the SmolLM2 policy and held-out judges | over 80 min a seed at one thread before FedDPO (Stage 1 768 s, judges about 20 min, conditional DPO 3,075 s); an interrupted seed continues from its checkpoint
 reproduce-fedvpa-stage2-smollm2: $(STAMP)
 	$(ONE_THREAD) $(BIN)/fedpref stage2 stage2/hh \
