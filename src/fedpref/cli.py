@@ -428,7 +428,10 @@ def _add_summarize_parser(sub) -> None:
     )
     summarize.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
     summarize.add_argument(
-        "--judge", default="oracle", help="Stage 2 runs: whose verdicts, oracle, selector or chat (default oracle)"
+        "--judge",
+        default="oracle",
+        help="Stage 2 runs: whose verdicts, one of the run's eval.judges: oracle (the story task), selector, "
+        "reward_model, lm or chat (default oracle)",
     )
     summarize.add_argument(
         "--pair",

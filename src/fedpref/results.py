@@ -158,11 +158,16 @@ class Provenance:
     extra: dict[str, Any] = _extra()
 
 
+NOT_JUDGES = ("examples", "distinct_2")  # win_rates entries that are not a judge's verdicts
+
+
 @dataclass
 class PolicyResult(_Flat):
     """A Stage 2 policy (`stage2`: conditional DPO, `feddpo`: FedDPO) and its win rates."""
 
-    win_rates: dict[str, dict[str, Any]] = _help("judge -> context -> {win_rate, ci95, ...}; distinct_n", factory=dict)
+    win_rates: dict[str, dict[str, Any]] = _help(
+        "judge -> context -> {win_rate, ci95, ...}; also 'examples' and 'distinct_2' (NOT_JUDGES)", factory=dict
+    )
     reward: str | None = _help("whose labels trained conditional DPO (selector or oracle)")
     training: dict[str, Any] | None = _help("DPO steps, pairs, first/last loss and implicit-reward accuracy")
     rounds: list[dict[str, Any]] | None = _help("FedDPO's per-round records")

@@ -72,7 +72,7 @@ def test_markdown_and_cli(runs, tmp_path, capsys):
     assert "| FedVPA-GP - FedVPL | conditional DPO | worse type | 3 | 20.00 | 10.00 | [-4.84, 44.84] |" in text
     assert "| FedVPA-GP | selector with z | G1 | 3 | 91.00 |" in text  # 90, 91, 92
     assert main(["stage2-summary", str(runs), "--judge", "chat"]) == 2
-    assert "no run has win rates by the 'chat' judge" in capsys.readouterr().err
+    assert "no run has win rates by the 'chat' judge (--judge; these runs have: oracle)" in capsys.readouterr().err
 
 
 def test_runs_that_are_not_one_configuration_are_refused(tmp_path):

@@ -17,7 +17,7 @@ from fedpref.errors import FedprefError
 from fedpref.experiments.orchestrator import open_run_dir
 from fedpref.experiments.sweep import Cell, SweepKind
 from fedpref.models.factory import resolve_device
-from fedpref.results import ResultsError, ResultsWriter, has_results, load_results, stage2_results
+from fedpref.results import NOT_JUDGES, ResultsError, ResultsWriter, has_results, load_results, stage2_results
 from fedpref.stage2.checkpoints import Stage2Checkpoints, generator_state
 from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config, load_stage2_config
 from fedpref.stage2.dpo import DPOSettings, tokenize_pairs, train_dpo
@@ -380,9 +380,6 @@ def _stage1_summary(stage1: Stage1Result, types: tuple[str, ...], pairs: int) ->
 
 def _by_group(evaluation: dict) -> dict:
     return {g: {k: round(v, 2) for k, v in r.items()} for g, r in evaluation["by_group"].items()}
-
-
-NOT_JUDGES = ("examples", "distinct_2")  # win_rates entries that are not a judge's verdicts
 
 
 def _headline(rates: dict) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fedpref.errors import FedprefError
 from fedpref.reports.seed_stats import Estimate, estimate
-from fedpref.results import RESULTS_FILE, STAGE2, RunResults, Stage2Results, load_results
+from fedpref.results import NOT_JUDGES, RESULTS_FILE, STAGE2, RunResults, Stage2Results, load_results
 
 POLICIES = (("stage2", "conditional DPO"), ("feddpo", "FedDPO"))
 WORSE = "worse type"  # per seed, the lower of the task's types' win rates: how well a policy trades them off
@@ -37,6 +37,11 @@ class Stage2Run:
         rates = {context: r["win_rate"] for context, r in by_context.items() if r["win_rate"] is not None}
         seen = [rates[t] for t in self.types if t in rates]
         return rates | ({WORSE: min(seen)} if seen else {})
+
+    def judges(self) -> list[str]:
+        """The judges whose win rates this run holds, for either policy."""
+        sections = [self.sections.policy(policy) for policy, _ in POLICIES]
+        return [j for s in sections if s is not None for j in s.win_rates if j not in NOT_JUDGES]
 
     def selector_accuracy(self, key: str) -> dict[str, float]:
         """Stage 1 test accuracy per type: key 'acc' (with z) or 'base_acc' (base logits)."""
@@ -190,7 +195,10 @@ def stage2_summary(
     groups = by_method(find_stage2_runs(dirs))
     rates = win_rate_rows(groups, judge)
     if not rates:
-        raise FedprefError(f"no run has win rates by the {judge!r} judge")
+        judged = sorted({j for runs in groups.values() for r in runs for j in r.judges()})
+        raise FedprefError(
+            f"no run has win rates by the {judge!r} judge (--judge; these runs have: {', '.join(judged)})"
+        )
     lines = ["# Stage 2 over seeds", ""]
     for method, runs in groups.items():
         lines.append(
