@@ -170,3 +170,36 @@ def test_latents_label_the_principal_components_and_every_mark(tmp_path, drawn):
         "unseen client: final z",
         "uploaded mean (lighter = earlier)",
     ]
+
+
+def rate(win_rate: float | None, low: float, high: float) -> dict:
+    return {"win_rate": win_rate, "n": 30, "wins": 0, "ties": 0, "losses": 0, "ci95": [low, high]}
+
+
+STAGE2 = {
+    "stage2": {
+        "win_rates": {
+            "reward_model": {"helpful": rate(46.67, 30.2, 63.8), "harmless": rate(40.0, 24.6, 57.7)},
+            "lm": {"helpful": rate(36.67, 21.9, 54.5), "harmless": rate(None, 0.0, 100.0)},
+            "distinct_2": {"base": 0.8, "helpful": 0.7, "harmless": 0.75},
+            "examples": {"helpful": [["a prompt", "a reply"]]},
+        }
+    },
+    "feddpo": {"win_rates": {"reward_model": {"helpful": rate(60.0, 42.3, 75.4), "harmless": rate(50.0, 33.2, 66.8)}}},
+}
+
+
+def test_win_rates_draw_a_panel_per_judge_a_bar_per_policy_and_type_with_its_interval(tmp_path, drawn):
+    assert plots.plot_win_rates(STAGE2, tmp_path / "win_rates.png").is_file()
+    axes = drawn[0].axes
+    assert [ax.get_title() for ax in axes] == ["judge: reward_model", "judge: lm"]  # distinct_2, examples: no judges
+    heights = [[round(b.get_height(), 2) for b in ax.patches] for ax in axes]
+    assert heights == [[46.67, 40.0, 60.0, 50.0], [36.67]]  # lm: no FedDPO rates, and a type without a rate is left out
+    whiskers = axes[0].collections[0].get_segments()[0]  # conditional DPO, helpful: from its interval's low to high
+    assert (round(whiskers[0][1], 2), round(whiskers[1][1], 2)) == (30.2, 63.8)
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["helpful", "harmless"]
+
+
+def test_win_rates_without_any_draw_nothing(tmp_path):
+    assert plots.plot_win_rates({"stage2": {"win_rates": {"distinct_2": {"base": 0.8}}}}, tmp_path / "w.png") is None
+    assert list(tmp_path.iterdir()) == []

@@ -56,6 +56,7 @@ def test_tiny_end_to_end_via_cli(stage2_tiny):
         assert all(0.0 <= v <= 1.0 for v in results[method]["win_rates"]["distinct_2"].values())
     assert "| conditional DPO (Stage 2) | oracle | G1 |" in (out / "table.md").read_text()
     assert "Distinct-2" in (out / "table.md").read_text()
+    assert (out / "win_rates.png").is_file()  # a panel per judge
     assert (out / "stage1_pairs.jsonl").is_file()
 
 

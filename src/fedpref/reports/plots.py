@@ -1,4 +1,4 @@
-"""Figures: personalization curves and assignments (FedGD paper), client latents (FedVPA-GP paper, Figure 3)."""
+"""Figures: curves and assignments (FedGD paper), client latents and Stage 2 win rates (FedVPA-GP paper)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedpref.errors import FedprefError  # noqa: E402
 from fedpref.reports.tables import Methods  # noqa: E402
-from fedpref.results import Curves, as_curves, as_methods  # noqa: E402
+from fedpref.results import NOT_JUDGES, Curves, as_curves, as_methods  # noqa: E402
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 ALL_CLIENTS = "all clients"
@@ -283,4 +283,40 @@ def plot_seed_curves(rows: list, path: Path, figure_format: str | None = None) -
         ax.legend(fontsize=8, loc="lower right")  # per panel: n (seeds) can differ between configurations
     axes[0][0].set_ylabel("test accuracy (%)")
     fig.suptitle("mean over seeds, band: 95% t-interval", fontsize=8)
+    return save_figure(fig, path, figure_format)
+
+
+STAGE2_POLICIES = (("stage2", "conditional DPO"), ("feddpo", "FedDPO"))  # results.json key, label
+
+
+def plot_win_rates(results: dict, path: Path, figure_format: str | None = None) -> Path | None:
+    """One Stage 2 run's win rates against the frozen base (FedVPA-GP paper, Table 1's metric): one panel per
+    judge, a bar per policy and type with its 95% Wilson interval, 50% (no better than the base) dashed.
+    `results`: the run's results.json as a dict. Returns None (and writes nothing) when it has no win rates."""
+    rates = {key: (results.get(key) or {}).get("win_rates") or {} for key, _ in STAGE2_POLICIES}
+    judges = list(dict.fromkeys(j for by in rates.values() for j in by if j not in NOT_JUDGES))
+    if not judges:
+        return None
+    fig, axes = plt.subplots(1, len(judges), figsize=(3.6 * len(judges), 3.4), squeeze=False, layout="constrained")
+    width = 0.8 / len(STAGE2_POLICIES)
+    for ax, judge in zip(axes[0], judges):
+        types = list(dict.fromkeys(t for by in rates.values() for t in by.get(judge, {})))
+        for i, (key, label) in enumerate(STAGE2_POLICIES):
+            by_type = rates[key].get(judge, {})
+            shown = [t for t in types if by_type.get(t, {}).get("win_rate") is not None]
+            if not shown:
+                continue
+            x = np.array([types.index(t) for t in shown]) + (i - (len(STAGE2_POLICIES) - 1) / 2) * width
+            mean = np.array([by_type[t]["win_rate"] for t in shown], dtype=float)
+            low, high = (np.array([by_type[t]["ci95"][j] for t in shown], dtype=float) for j in (0, 1))
+            ax.bar(x, mean, width, color=PALETTE[i], label=label)
+            ax.errorbar(x, mean, yerr=[mean - low, high - mean], fmt="none", ecolor="black", capsize=3, lw=0.8)
+        ax.axhline(50.0, color="grey", ls="--", lw=0.8)
+        ax.set_xticks(range(len(types)), types)
+        ax.set_xlim(-0.5, len(types) - 0.5)
+        ax.set_ylim(0, 100)
+        ax.set_title(f"judge: {judge}", fontsize=9)
+    axes[0][0].set_ylabel("win rate against the base (%)")
+    axes[0][0].legend(fontsize=8, loc="upper left")
+    fig.suptitle("bars: win rate (ties count half); whiskers: 95% Wilson interval", fontsize=8)
     return save_figure(fig, path, figure_format)

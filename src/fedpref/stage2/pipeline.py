@@ -17,6 +17,7 @@ from fedpref.errors import FedprefError
 from fedpref.experiments.orchestrator import open_run_dir
 from fedpref.experiments.sweep import Cell, SweepKind
 from fedpref.models.factory import resolve_device
+from fedpref.reports.plots import plot_win_rates
 from fedpref.results import NOT_JUDGES, ResultsError, ResultsWriter, has_results, load_results, stage2_results
 from fedpref.stage2.checkpoints import Stage2Checkpoints, generator_state
 from fedpref.stage2.config import HELD_OUT_JUDGES, Stage2Config, load_stage2_config
@@ -229,6 +230,7 @@ def run_pipeline(cfg: Stage2Config, out_dir: Path, log: Log = print, resume: boo
     results["timing"] = timing
     writer.finish(stage2_results(results))
     (out_dir / "table.md").write_text(results_markdown(results), encoding="utf-8")
+    plot_win_rates(results, out_dir / "win_rates.png")
     return results
 
 
