@@ -417,10 +417,14 @@ reproduce-fedvpa-hh-skewed-smollm2: $(STAMP)
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_hh_skewed --pair FedVPA-GP,FL --pair FedVPA-GP,FedVPL \
 		--pair FedVPA-GP,FedBiscuit
 
+# SMOLLM2_STAGE1=FedVPL runs the same with FedVPL as Stage 1 (Table 1's FedVPA-GP - FedVPL after Stage 2).
+SMOLLM2_STAGE1 ?= FedVPA-GP
 #: reproduce-fedvpa-stage2-smollm2 | FedVPA-GP Stage 2 on HH-RLHF with the SmolLM2 policy and held-out judges | over 80 min a seed at one thread before FedDPO (Stage 1 768 s, judges about 20 min, conditional DPO 3,075 s); an interrupted seed continues from its checkpoint
 reproduce-fedvpa-stage2-smollm2: $(STAMP)
-	$(ONE_THREAD) $(BIN)/fedpref stage2 stage2/hh \
-		--set "task.data_path='$(HH_DATA)'" --seeds $(SMOLLM2_SEEDS) --out $(REPRO)/smollm2_stage2
+	$(ONE_THREAD) $(BIN)/fedpref stage2 stage2/hh --set "task.data_path='$(HH_DATA)'" \
+		--set "stage1.method='$(SMOLLM2_STAGE1)'" --seeds $(SMOLLM2_SEEDS) --out $(REPRO)/smollm2_stage2/$(SMOLLM2_STAGE1)
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_stage2 --judge reward_model
+	$(BIN)/fedpref summarize $(REPRO)/smollm2_stage2 --judge lm
 
 # The FedVPA-GP paper's Sec. 5.5 cost claims (F22, F22b, F22c in docs/notes/reproduction.md): the variational
 # modules' parameters on each backbone and on a random-weight Qwen2-0.5B, the statistics bytes of one tiny round,
