@@ -17,6 +17,28 @@ CONFIG = ROOT / "src/fedpref/configs/stage2/stories.toml"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
+AGREEMENT = {
+    "helpful": {"win_rate": 58.5, "ci95": [48.7, 67.67]},
+    "harmless": {"win_rate": 49.0, "ci95": [39.42, 58.65]},
+}
+
+
+def test_the_judges_state_keeps_the_reward_models_and_every_agreement_apart():
+    class Trained:  # a reward-model judge as build_judges makes it: its trained states in margins.states
+        margins = type("Margins", (), {"states": {"helpful": {"w": torch.ones(1)}}})()
+
+    agreements = {"reward_model": AGREEMENT, "lm": AGREEMENT}
+    states, measured = pipeline.restored_judges(pipeline.judges_state({"reward_model": Trained()}, agreements))
+    assert measured == agreements and torch.equal(states["helpful"]["w"], torch.ones(1))
+    assert pipeline.restored_judges(None) == (None, {})
+
+
+def test_an_older_judges_checkpoint_gives_its_states_and_leaves_the_overwritten_agreement_to_measure_again():
+    older = {"reward_model": {"helpful": {"w": torch.ones(1)}}, "lm": AGREEMENT, "torch_rng": torch.zeros(2)}
+    states, measured = pipeline.restored_judges(older)  # "reward_model" held the states, not the agreement
+    assert measured == {"lm": AGREEMENT} and torch.equal(states["helpful"]["w"], torch.ones(1))
+
+
 def test_a_saved_state_is_a_snapshot_and_comes_back_on_resume(tmp_path):
     checkpoints = Stage2Checkpoints(tmp_path / "checkpoints", {"seed": 0})
     history = [{"step": 0}]

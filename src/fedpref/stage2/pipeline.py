@@ -89,6 +89,8 @@ def build_judges(
     human labels of the task's held-out test pairs ({judge: {type: summary}}). `saved` (`judges_state`'s):
     the reward models' trained states and the agreements, so nothing is trained or measured again."""
     keys, judges, agreements, e = list(stage1.latents), {}, {}, cfg.eval
+    states, measured = restored_judges(saved)
+    restored = set(measured)  # agreements measured by an earlier process: not logged again
     focus = task.chat_focus if e.chat_focus == "per_type" else {}
     templates = {key: focused_template(focus[type_of(key)]) for key in keys if type_of(key) in focus}
     tests = {group: test for group, (_, test) in task.judge_pairs.items()}
@@ -109,15 +111,16 @@ def build_judges(
                 device,
                 cfg.seed,
             )
-            if saved:
-                judges[name], agreements[name] = reward_judge(model_cfg, saved["reward_model"]), saved[name]
+            if states is not None:
+                judges[name] = reward_judge(model_cfg, states)
             else:
-                judges[name], agreements[name] = train_reward_judges(model_cfg, task.judge_pairs)
+                judges[name], measured[name] = train_reward_judges(model_cfg, task.judge_pairs)
         else:
             by_type = {t: focused_template(focus.get(t, PAPER_QUALITY)) for t in task.types}
             judges[name] = lm_judge(e.lm_model, by_type, e.lm_orders, e.lm_max_tokens, resolve_device(cfg.device))
-            agreements[name] = saved[name] if saved else agreement(judges[name], tests)
-        if name in agreements and not saved:
+        if name in HELD_OUT_JUDGES:
+            agreements[name] = measured[name] if name in measured else agreement(judges[name], tests)
+        if name in agreements and name not in restored:
             shown = {g: f"{r['win_rate']}% {r['ci95']}" for g, r in agreements[name].items()}
             log(f"judge {name}: agreement with held-out human labels {shown}")
     return judges, agreements
@@ -126,7 +129,18 @@ def build_judges(
 def judges_state(judges: dict[str, Judge], agreements: dict) -> dict:
     """What `build_judges(saved=...)` needs: the agreements and the trained reward models' states."""
     trained = judges.get("reward_model")
-    return agreements | ({"reward_model": trained.margins.states} if trained else {})
+    return {"agreements": agreements, "reward_model_states": trained.margins.states if trained else None}
+
+
+def restored_judges(saved: dict | None) -> tuple[dict | None, dict]:
+    """A judges checkpoint's (reward models' states or None, agreements by judge). A checkpoint written before
+    the two had keys of their own holds the states under "reward_model", which overwrote that judge's agreement:
+    it is left out here, so `build_judges` measures it again (the same trained judge on the same held-out pairs)."""
+    if not saved:
+        return None, {}
+    if "agreements" in saved:
+        return saved["reward_model_states"], dict(saved["agreements"])
+    return saved.get("reward_model"), {k: v for k, v in saved.items() if k not in ("reward_model", "torch_rng")}
 
 
 def dpo_settings(cfg: Stage2Config) -> DPOSettings:
