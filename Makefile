@@ -419,7 +419,7 @@ reproduce-fedvpa-hh-skewed-smollm2: $(STAMP)
 
 # SMOLLM2_STAGE1=FedVPL runs the same with FedVPL as Stage 1 (Table 1's FedVPA-GP - FedVPL after Stage 2).
 SMOLLM2_STAGE1 ?= FedVPA-GP
-#: reproduce-fedvpa-stage2-smollm2 | FedVPA-GP Stage 2 on HH-RLHF with the SmolLM2 policy and held-out judges | over 80 min a seed at one thread before FedDPO (Stage 1 768 s, judges about 20 min, conditional DPO 3,075 s); an interrupted seed continues from its checkpoint
+#: reproduce-fedvpa-stage2-smollm2 | FedVPA-GP Stage 2 on HH-RLHF with the SmolLM2 policy and held-out judges | about 2.8 h a seed at one thread (10,040 s: Stage 1 640 s, judges 1,474 s, conditional DPO 2,671 s, FedDPO 4,647 s); an interrupted seed continues from its checkpoint
 reproduce-fedvpa-stage2-smollm2: $(STAMP)
 	$(ONE_THREAD) $(BIN)/fedpref stage2 stage2/hh --set "task.data_path='$(HH_DATA)'" \
 		--set "stage1.method='$(SMOLLM2_STAGE1)'" --seeds $(SMOLLM2_SEEDS) --out $(REPRO)/smollm2_stage2/$(SMOLLM2_STAGE1)
