@@ -260,7 +260,7 @@ reproduce-fedgd-table3-synthetic-smollm2-ladder: $(STAMP)
 		--out $(REPRO)/smollm2_ladder
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_ladder --across train.local_steps=5
 
-#: reproduce-fedgd-table3-synthetic-smollm2 | FedGD Table 3 (synthetic, balanced and imbalanced) with the SmolLM2 A/B selector at SMOLLM2_STEPS local steps, seeds 0-2 | time not measured
+#: reproduce-fedgd-table3-synthetic-smollm2 | FedGD Table 3 (synthetic, balanced and imbalanced) with the SmolLM2 A/B selector at SMOLLM2_STEPS local steps, seeds 0-2 | balanced: 68-113 min a seed at one thread at SMOLLM2_STEPS=20 (4,073-6,799 s); imbalanced not measured
 reproduce-fedgd-table3-synthetic-smollm2: $(STAMP)
 	$(REPRO_SWEEP) reduced_balanced_smollm2 --seeds $(SMOLLM2_SEEDS) --set train.local_steps=$(SMOLLM2_STEPS) \
 		--out $(REPRO)/smollm2_synthetic/balanced
