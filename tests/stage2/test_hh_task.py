@@ -21,19 +21,23 @@ H, A = "\n\nHuman:", "\n\nAssistant:"
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 
-def _rows(kind: str, n: int) -> list[dict]:
+def _rows(kind: str, n: int, tag: str = "") -> list[dict]:
     good, bad = ("Here is a recipe.", "No.") if kind == "helpful" else ("I can't help with that.", "Sure, do it.")
     return [
-        {"chosen": f"{H} {kind} question {i}?{A} {good}", "rejected": f"{H} {kind} question {i}?{A} {bad}"}
+        {"chosen": f"{H} {kind} {tag}question {i}?{A} {good}", "rejected": f"{H} {kind} {tag}question {i}?{A} {bad}"}
         for i in range(n)
     ]
 
 
-def _write_hh(folder: Path, rows_per_subset: int) -> Path:
+def _write_hh(folder: Path, rows_per_subset: int, judge_subsets: bool = False) -> Path:
+    """HH-RLHF files of the two base subsets; with `judge_subsets` also the helpful ones that only judges read."""
     folder.mkdir(exist_ok=True)
-    for subset, kind in (("helpful-base", "helpful"), ("harmless-base", "harmless")):
+    subsets = [("helpful-base", "helpful", ""), ("harmless-base", "harmless", "")]
+    if judge_subsets:
+        subsets += [("helpful-online", "helpful", "online "), ("helpful-rejection-sampled", "helpful", "sampled ")]
+    for subset, kind, tag in subsets:
         with gzip.open(folder / f"{subset}.test.jsonl.gz", "wt", encoding="utf-8") as f:
-            f.writelines(json.dumps(r) + "\n" for r in _rows(kind, rows_per_subset))
+            f.writelines(json.dumps(r) + "\n" for r in _rows(kind, rows_per_subset, tag))
     return folder
 
 
@@ -145,11 +149,11 @@ def test_unseen_clients_are_judged_as_their_type(hh_folder):
     assert build_judges(cfg, task, stage1)[0]["chat"].templates == {}
 
 
-def test_tiny_hh_end_to_end_via_cli_with_unseen_clients(stories_path, tmp_path, capsys):
-    out = tmp_path / "run"
-    sets = [
+def tiny_hh_sets(stories_path: Path, data: Path) -> list[str]:
+    """A tiny Stage 2 HH run on stories260K (seconds): 2 clients a type, 1 unseen, one round, two DPO steps."""
+    return [
         f"policy_path='{stories_path}'",
-        f"task.data_path='{_write_hh(tmp_path / 'hh', 20)}'",
+        f"task.data_path='{data}'",
         "task.clients_per_type=2",
         "task.unseen_per_type=1",
         "task.prompts_per_client=8",
@@ -170,6 +174,11 @@ def test_tiny_hh_end_to_end_via_cli_with_unseen_clients(stories_path, tmp_path, 
         "generation.chat_template=false",
         "eval.judges=['selector']",
     ]
+
+
+def test_tiny_hh_end_to_end_via_cli_with_unseen_clients(stories_path, tmp_path, capsys):
+    out = tmp_path / "run"
+    sets = tiny_hh_sets(stories_path, _write_hh(tmp_path / "hh", 20))
     from fedpref.cli import main
 
     assert main(["stage2", str(CONFIG), "--out", str(out), *[x for s in sets for x in ("--set", s)]]) == 0
@@ -190,3 +199,21 @@ def test_tiny_hh_end_to_end_via_cli_with_unseen_clients(stories_path, tmp_path, 
     printed = capsys.readouterr().out
     for line in ("stage 1 (FedVPA-GP) round 1/1 loss", "conditional DPO step 2/2", "FedDPO round 1/1 loss"):
         assert line in printed
+
+
+def test_a_resumed_hh_run_with_a_reward_model_judge_writes_the_same_results(stories_path, tmp_path):
+    """Resuming restores the trained reward-model judges and their agreement (once lost under the same key as
+    the judges' states, which made the resumed run's results unwritable)."""
+    from fedpref.cli import main
+
+    sets = tiny_hh_sets(stories_path, _write_hh(tmp_path / "hh", 40, judge_subsets=True))[:-1]
+    sets += ["eval.judges=['selector','reward_model']", "eval.judge_train_pairs=4", "eval.judge_test_pairs=2"]
+    sets += ["eval.reward_model_steps=1"]
+    args = ["stage2", str(CONFIG), "--out", str(tmp_path / "run"), *[x for s in sets for x in ("--set", s)]]
+    assert main(args) == 0
+    first = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert main([*args, "--resume"]) == 0  # every phase done: all of it comes from the checkpoints
+    again = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert set(first["judges"]["agreement"]["reward_model"]) == {"helpful", "harmless"}
+    for key in ("judges", "stage1", "stage2", "feddpo", "task"):
+        assert again[key] == first[key], key
