@@ -60,8 +60,9 @@ class Quantity:
 
     def label(self) -> str:
         name = self.method if self.row_kind in ("accuracy", "paired_difference") else f"{self.row_kind} {self.method}"
+        judge = self.group if self.policy and self.group.startswith("judge ") else ""  # Stage 2 rows: whose verdicts
         if self.policy or self.context:
-            name += f" ({', '.join(x for x in (self.policy, self.context) if x)})"
+            name += f" ({', '.join(x for x in (self.policy, self.context, judge) if x)})"
         if self.from_step is not None:
             return f"{name} acc^{self.step} - acc^{self.from_step}"
         if self.step is None:
