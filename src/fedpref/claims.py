@@ -254,6 +254,13 @@ def seeds_of(row: dict) -> int:
     return row["n"] if row["unit"] == "seed" else 1
 
 
+def reading_of(values: Sequence[float]) -> Reading:
+    """Per-seed values as a reading: their mean and 95% t-interval."""
+    est = estimate(values)
+    low, high = est.interval or (None, None)
+    return Reading(est.mean, low, high, est.n)
+
+
 def paired_read(summaries: dict[str, list[dict]], q: Quantity, strict: bool) -> Reading | None:
     """The difference "A - B" of a per-seed kind that the summary does not pair (PAIRED_KINDS): the per-seed
     differences over the seeds both rows hold, their mean and 95% t-interval; None where a row is missing or they
@@ -265,9 +272,7 @@ def paired_read(summaries: dict[str, list[dict]], q: Quantity, strict: bool) -> 
     differences = [x - of_b[s] for s, x in zip(a[0]["seeds"], a[0]["values"], strict=True) if s in of_b]
     if not differences:
         return None
-    est = estimate(differences)
-    low, high = est.interval or (None, None)
-    return Reading(est.mean, low, high, est.n)
+    return reading_of(differences)
 
 
 def read(summaries: dict[str, list[dict]], q: Quantity, strict: bool = True) -> Reading | None:
@@ -287,9 +292,7 @@ def read(summaries: dict[str, list[dict]], q: Quantity, strict: bool = True) -> 
         return None
     if start[0].get("seeds") and row.get("seeds") and start[0]["seeds"] != row["seeds"]:
         return None  # per-seed values pair up only over the same seeds
-    est = estimate([b - a for a, b in zip(start[0]["values"], row["values"], strict=True)])
-    low, high = est.interval or (None, None)
-    return Reading(est.mean, low, high, est.n)
+    return reading_of([b - a for a, b in zip(start[0]["values"], row["values"], strict=True)])
 
 
 def decide_claim(claim: Claim, summaries: dict[str, list[dict]], strict: bool = True) -> Decision:

@@ -159,6 +159,7 @@ class Provenance:
 
 
 NOT_JUDGES = ("examples", "distinct_2")  # win_rates entries that are not a judge's verdicts
+STAGE2_POLICIES = (("stage2", "conditional DPO"), ("feddpo", "FedDPO"))  # a Stage 2 run's policies: key, label
 
 
 @dataclass

@@ -17,7 +17,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedpref.errors import FedprefError  # noqa: E402
 from fedpref.reports.tables import Methods  # noqa: E402
-from fedpref.results import NOT_JUDGES, Curves, as_curves, as_methods  # noqa: E402
+from fedpref.results import NOT_JUDGES, STAGE2_POLICIES, Curves, as_curves, as_methods  # noqa: E402
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
 ALL_CLIENTS = "all clients"
@@ -284,9 +284,6 @@ def plot_seed_curves(rows: list, path: Path, figure_format: str | None = None) -
     axes[0][0].set_ylabel("test accuracy (%)")
     fig.suptitle("mean over seeds, band: 95% t-interval", fontsize=8)
     return save_figure(fig, path, figure_format)
-
-
-STAGE2_POLICIES = (("stage2", "conditional DPO"), ("feddpo", "FedDPO"))  # results.json key, label
 
 
 def plot_win_rates(results: dict, path: Path, figure_format: str | None = None) -> Path | None:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 from fedpref.errors import FedprefError
 from fedpref.reports.seed_stats import Estimate, estimate
-from fedpref.results import NOT_JUDGES, RESULTS_FILE, STAGE2, RunResults, Stage2Results, load_results
+from fedpref.results import NOT_JUDGES, RESULTS_FILE, STAGE2, STAGE2_POLICIES, RunResults, Stage2Results, load_results
 
-POLICIES = (("stage2", "conditional DPO"), ("feddpo", "FedDPO"))
 WORSE = "worse type"  # per seed, the lower of the task's types' win rates: how well a policy trades them off
 
 
@@ -40,7 +39,7 @@ class Stage2Run:
 
     def judges(self) -> list[str]:
         """The judges whose win rates this run holds, for either policy."""
-        sections = [self.sections.policy(policy) for policy, _ in POLICIES]
+        sections = [self.sections.policy(policy) for policy, _ in STAGE2_POLICIES]
         return [j for s in sections if s is not None for j in s.win_rates if j not in NOT_JUDGES]
 
     def selector_accuracy(self, key: str) -> dict[str, float]:
@@ -117,7 +116,7 @@ class Stage2Row:
 def win_rate_rows(groups: dict[str, list[Stage2Run]], judge: str) -> list[Stage2Row]:
     rows = []
     for method, runs in groups.items():
-        for policy, name in POLICIES:
+        for policy, name in STAGE2_POLICIES:
             per_seed = [(r.seed, r.win_rates(policy, judge)) for r in runs]
             per_seed = [(s, rates) for s, rates in per_seed if rates]
             if not per_seed:
