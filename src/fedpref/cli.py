@@ -426,7 +426,16 @@ def _add_summarize_parser(sub) -> None:
         "policy (conditional DPO, FedDPO) each type's win rate and the worse-served type's over seeds, the Stage 1 "
         "selector's accuracy, and per --pair the paired difference of two methods' conditional policies.",
     )
-    summarize.add_argument("dirs", type=Path, nargs="+", metavar="DIR")
+    summarize.add_argument(
+        "dirs",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="run or sweep folders; or summary JSON files (--json) of other seeds of the same configurations, "
+        "e.g. run on other machines: their rows are merged with each other and with the runs given, per row over "
+        "all seeds (a seed in two of them must have the same value; a group's settings must agree, but for data "
+        "paths)",
+    )
     summarize.add_argument(
         "--judge",
         default="oracle",
@@ -599,33 +608,89 @@ def _sweep(config: Path, seeds_text: str | None, grid_items, overrides, out: Pat
 
 
 def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
-    from fedpref.reports.summary import json_document, parse_across, parse_pairs, summarize, to_csv, to_json
+    from fedpref.reports.summary import configurations, parse_across, parse_pairs, summarize, to_csv, to_json
 
+    files = [p for p in args.dirs if p.is_file()]
+    if files:
+        _merge_summaries(args, [p for p in args.dirs if not p.is_file()], files, console)
+        return
     if _holds_stage2_runs(args.dirs):
-        from fedpref.stage2.seed_summary import stage2_summary
+        from fedpref.reports.summary import json_document
+        from fedpref.stage2.seed_summary import stage2_configurations, stage2_summary
 
+        _refuse_curves(args, "Stage 2 runs")
         markdown, records = stage2_summary(args.dirs, args.judge, parse_pairs(args.pair))
         if args.json:
-            args.json.write_text(json_document(records), encoding="utf-8")
-        sys.stdout.write(markdown)
-        sys.stdout.flush()
-        if args.out:
-            args.out.write_text(markdown, encoding="utf-8")
+            header = {"configurations": stage2_configurations(args.dirs, args.judge)}
+            args.json.write_text(json_document(records, **header), encoding="utf-8")
+        _write_markdown(markdown, args.out)
         return
     across = [parse_across(text) for text in args.across or ()]
     markdown, rows = summarize(args.dirs, parse_pairs(args.pair), across)
-    sys.stdout.write(markdown)
-    sys.stdout.flush()
-    if args.out:
-        args.out.write_text(markdown, encoding="utf-8")
+    _write_markdown(markdown, args.out)
     if args.csv:
         args.csv.write_text(to_csv(rows), encoding="utf-8")
     if args.json:
-        args.json.write_text(to_json(rows), encoding="utf-8")
+        args.json.write_text(to_json(rows, configurations(args.dirs)), encoding="utf-8")
     if args.plot:
         from fedpref.reports.plots import plot_seed_curves
 
         plot_seed_curves(rows, args.plot, args.figure_format)
+
+
+def _merge_summaries(args: argparse.Namespace, folders: list[Path], files: list[Path], console: Console) -> None:
+    """`fedpref summarize` given summary JSON files (and maybe run folders): their rows merged over seeds."""
+    from fedpref.reports.merge import Summary, load_summary, merge_summaries, merged_markdown
+    from fedpref.reports.summary import json_document, parse_pairs
+
+    if args.across:
+        raise FedprefError("--across: only for run folders, not with summary JSON files")
+    summaries = []
+    if folders:  # the runs, summarized as on their own, first
+        if _holds_stage2_runs(folders):
+            from fedpref.stage2.seed_summary import stage2_configurations, stage2_summary
+
+            _, records = stage2_summary(folders, args.judge, parse_pairs(args.pair))
+            settings = stage2_configurations(folders, args.judge)
+        else:
+            from fedpref.reports.summary import configurations, row_record, summarize
+
+            _, rows = summarize(folders, parse_pairs(args.pair))
+            records, settings = [row_record(r) for r in rows], configurations(folders)
+        summaries.append(Summary(", ".join(map(str, folders)), records, settings))
+    elif args.pair:
+        raise FedprefError("--pair: only for run folders; a summary JSON holds the pairs it was written with")
+    summaries += [load_summary(path) for path in files]
+    merged = merge_summaries(summaries)
+    for warning in merged.warnings:
+        console.print(f"[yellow]note:[/yellow] {warning}", highlight=False)
+    _write_markdown(merged_markdown(merged, [s.source for s in summaries]), args.out)
+    if args.json:
+        text = json_document(merged.rows, configurations=merged.configurations)
+        args.json.write_text(text, encoding="utf-8")
+    if args.csv or args.plot:
+        from fedpref.reports.summary import row_of, to_csv
+
+        plain = [row_of(r) for r in merged.rows if "policy" not in r]
+        if args.csv:
+            args.csv.write_text(to_csv(plain), encoding="utf-8")
+        if args.plot:
+            from fedpref.reports.plots import plot_seed_curves
+
+            plot_seed_curves(plain, args.plot, args.figure_format)
+
+
+def _refuse_curves(args: argparse.Namespace, what: str) -> None:
+    for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--across", args.across)):
+        if value:
+            raise FedprefError(f"{flag}: not for {what} (their numbers: --json; the figure: each run's win_rates.png)")
+
+
+def _write_markdown(markdown: str, out: Path | None) -> None:
+    sys.stdout.write(markdown)
+    sys.stdout.flush()
+    if out:
+        out.write_text(markdown, encoding="utf-8")
 
 
 def _holds_stage2_runs(dirs: list[Path]) -> bool:

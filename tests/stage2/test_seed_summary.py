@@ -126,3 +126,35 @@ def test_summarize_json_carries_the_rows(runs, tmp_path):
     selector = next(r for r in rows if r["kind"] == "selector_accuracy" and r["method"] == "FedVPA-GP")
     found = (selector["policy"], selector["context"], selector["values"])
     assert found == ("selector with z", "G1", [90.0, 91.0, 92.0])  # 90 + seed
+
+
+def test_stage2_summaries_of_some_seeds_merge_into_the_summary_of_all_of_them(tmp_path):
+    for seed, (g1, g2) in enumerate(RATES["FedVPA-GP"]):
+        write_run(tmp_path / ("first" if seed == 0 else "rest") / f"seed={seed}", "FedVPA-GP", seed, g1, g2)
+    whole, first, merged = (tmp_path / f"{name}.json" for name in ("whole", "first", "merged"))
+    assert main(["summarize", str(tmp_path), "--json", str(whole)]) == 0
+    assert main(["summarize", str(tmp_path / "first"), "--json", str(first)]) == 0
+    assert main(["summarize", str(tmp_path / "rest"), str(first), "--json", str(merged)]) == 0
+    expected, got = (json.loads(p.read_text()) for p in (whole, merged))
+    assert got["configurations"] == expected["configurations"]
+    assert got["configurations"]["judge oracle"]["FedVPA-GP: dpo.steps"] == 300
+    key = ("kind", "policy", "context")
+    assert sorted((tuple(r[k] for k in key), r["seeds"], r["values"]) for r in got["rows"]) == sorted(
+        (tuple(r[k] for k in key), r["seeds"], r["values"]) for r in expected["rows"]
+    )
+    worse = next(r for r in got["rows"] if r["policy"] == "conditional DPO" and r["context"] == "worse type")
+    assert (worse["values"], worse["mean"]) == ([50.0, 30.0, 40.0], 40.0)  # per seed the lower of G1, G2
+
+
+def test_a_stage2_summary_merges_only_with_the_same_configuration(tmp_path, capsys):
+    write_run(tmp_path / "a" / "seed=0", "FedVPA-GP", 0, 60, 50)
+    write_run(tmp_path / "b" / "seed=1", "FedVPA-GP", 1, 70, 30, dpo={"steps": 30})
+    first = tmp_path / "first.json"
+    assert main(["summarize", str(tmp_path / "a"), "--json", str(first)]) == 0
+    assert main(["summarize", str(tmp_path / "b"), str(first)]) == 2
+    assert "FedVPA-GP: dpo.steps: 30 vs 300" in capsys.readouterr().err.replace("\n", "")
+
+
+def test_stage2_runs_have_no_csv_or_curves(runs, tmp_path):
+    assert main(["summarize", str(runs), "--csv", str(tmp_path / "x.csv")]) == 2
+    assert not (tmp_path / "x.csv").exists()

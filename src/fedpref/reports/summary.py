@@ -508,14 +508,23 @@ def row_record(r: Row) -> dict:
     }  # fmt: skip
 
 
-def to_json(rows: list[Row]) -> str:
-    """The summary's rows as JSON (`fedpref summarize --json`), what `fedpref claims` reads."""
-    return json_document([row_record(r) for r in rows])
+def row_of(record: dict) -> Row:
+    """A JSON row (`row_record`) as a Row again, e.g. for `plot_seed_curves` of merged summaries."""
+    half = None if record["ci_low"] is None else (record["ci_high"] - record["ci_low"]) / 2
+    est = Estimate(record["n"], record["mean"], record["std"], half, tuple(record["values"]))
+    return Row(record["group"], record["kind"], record["method"], record["step"], record["unit"], est, record["seeds"])
 
 
-def json_document(records: list[dict], **header: str) -> str:
+def to_json(rows: list[Row], configurations: dict[str, dict] | None = None) -> str:
+    """The summary's rows as JSON (`fedpref summarize --json`), what `fedpref claims` reads; with each group's
+    settings, so that summaries of other seeds can be merged with it safely (`reports.merge`)."""
+    header = {} if configurations is None else {"configurations": configurations}
+    return json_document([row_record(r) for r in rows], **header)
+
+
+def json_document(records: list[dict], **header: object) -> str:
     """{"format": ..., **header, "rows": [...]}, one row a line."""
-    head = json.dumps({"format": SUMMARY_JSON_FORMAT, **header})[:-1]
+    head = json.dumps({"format": SUMMARY_JSON_FORMAT, **header}, default=str)[:-1]
     return head + ', "rows": [\n' + ",\n".join(json.dumps(r) for r in records) + "\n]}\n"
 
 
@@ -617,6 +626,12 @@ def parse_pair(text: str) -> tuple[str, str]:
     if len(names) != 2 or not all(names) or names[0] == names[1]:
         raise FedprefError(f"--pair {text}: expected two different method names, e.g. --pair FedGD,FL")
     return names[0], names[1]
+
+
+def configurations(paths: Sequence[Path]) -> dict[str, dict]:
+    """Group label -> its settings (the flattened config without `NOT_CONFIGURATION`), grouped as `summarize`
+    groups the finished runs in or below `paths`."""
+    return {g.label: g.settings for g in group_runs([r for r in find_runs(paths) if r.finished])}
 
 
 def summarize(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedpref.errors import FedprefError
+from fedpref.reports.run_groups import flatten
 from fedpref.reports.seed_stats import Estimate, estimate
 from fedpref.results import NOT_JUDGES, RESULTS_FILE, STAGE2, STAGE2_POLICIES, RunResults, Stage2Results, load_results
 
@@ -180,6 +181,16 @@ def stage2_record(group: str, kind: str, r: Stage2Row) -> dict:
         "unit": "seed", "n": r.est.n, "mean": r.est.mean, "std": r.est.std, "ci_low": ci[0], "ci_high": ci[1],
         "seeds": list(r.seeds), "values": list(r.est.values),
     }  # fmt: skip
+
+
+def stage2_configurations(dirs: Sequence[Path], judge: str) -> dict[str, dict]:
+    """{'judge J': settings}, the settings of each Stage 1 method's runs without their seed, as 'METHOD: key'
+    (what `reports.merge` compares before it merges summaries of other seeds)."""
+    settings = {}
+    for method, runs in by_method(find_stage2_runs(dirs)).items():
+        config = flatten(runs[0].results.stage2.config or {})
+        settings |= {f"{method}: {key}": value for key, value in config.items() if key != "seed"}
+    return {f"judge {judge}": settings}
 
 
 def summarize_stage2(dirs: Sequence[Path], judge: str = "oracle", pairs: Sequence[tuple[str, str]] = ()) -> str:
