@@ -250,7 +250,8 @@ def markdown(result: dict) -> str:
 
     head = ["group", "clients", "train pairs/client", "test pairs/client"] + list(COLUMNS.values())
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name, row in [*result["groups"].items(), ("all", result["all"])]:
+    groups = {} if set(result["groups"]) == {NO_GROUP} else result["groups"]  # one group: the same row as "all"
+    for name, row in [*groups.items(), ("all", result["all"])]:
         cells = [
             name,
             str(row["clients"]),

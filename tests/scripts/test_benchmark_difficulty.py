@@ -94,3 +94,11 @@ def test_main_on_tiny_with_a_selector(bd, stories_path, tmp_path):
     assert result["head"] == "selector" and result["probe"]["feature"] == "encode_selector"
     assert sorted(result["groups"]) == ["G1", "G2", "G3", "G4"]
     assert all(0.0 <= c["one_client_frozen"] <= 100.0 for c in result["clients"].values())
+
+
+def test_a_task_without_groups_has_only_the_all_row(bd):
+    stats = {"mean": 60.0, "min": 50.0, "max": 70.0}
+    row = {"clients": 2, "train_pairs_per_client": 10, "test_pairs_per_client": 5} | {k: stats for k in bd.COLUMNS}
+    table = bd.markdown({"groups": {bd.NO_GROUP: row}, "all": row, "unseen": []})
+    names = [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ")][1:]
+    assert names == ["all"]
