@@ -87,6 +87,7 @@ def test_train_dpo_and_feddpo_run(policy, stories_path):
     lm, tokenizer = load_lm(stories_path)
     glob = ConditionalPolicy(lm, LoraConfig(rank=2, alpha=4, dropout=0.0), latent_dim=0)
     start = glob.adapter_state()
+    heard = []
     rounds = run_feddpo(
         glob,
         tokenizer,
@@ -96,8 +97,10 @@ def test_train_dpo_and_feddpo_run(policy, stories_path):
         FedSettings(rounds=1, clients_per_round=2, local_steps=2),
         SHORT,
         seed=0,
+        on_client=lambda r, c, steps, losses, seconds: heard.append((r, c, steps, len(losses) <= steps)),
     )
     assert rounds[0]["sampled"] and set(glob.adapter_state()) == set(start)  # only LoRA travels
+    assert sorted(heard) == [(0, "c0", 2, True), (0, "c1", 2, True)]  # each client's 2 local steps, as each ends
     assert all("lora" in n for n in start)
 
 

@@ -86,3 +86,16 @@ def test_progress_lines_at_every_tenth():
         *(f"conditional DPO step {d}/20 loss 0.5000" for d in range(2, 20, 2)),
         "conditional DPO step 20/20",  # no loss (every pair tied): none shown; 21 is past the end: silent
     ]
+
+
+def test_a_progress_line_per_feddpo_client():
+    from fedpref.stage2.progress import client_reporter
+
+    lines = []
+    report = client_reporter(lines.append, "FedDPO round", 5)
+    report(0, "c003", 3, [0.5, 0.7], 61.4)  # one of its 3 steps had every pair tied
+    report(4, "c001", 3, [], 2.0)
+    assert lines == [
+        "FedDPO round 1/5 client c003: 3 local steps, loss 0.6000, 61s",
+        "FedDPO round 5/5 client c001: 3 local steps, 2s",  # every pair tied: no loss to show
+    ]

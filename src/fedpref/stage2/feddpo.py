@@ -5,6 +5,7 @@ the LoRA weights uniformly."""
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -22,6 +23,9 @@ from fedpref.stage2.judges import Judge
 from fedpref.stage2.policy import ConditionalPolicy
 
 TRAIN_DPO = "train_dpo"  # a client's local on-policy DPO from models[0]; payload["seed"] seeds its sampling
+# on_client(round, client_id, local steps, their losses, seconds): a client's local DPO is done (a progress line);
+# a step whose pairs all tie has no loss
+ClientCallback = Callable[[int | str, str, int, list[float], float], None]
 
 
 class FedDPO(FedAvg):
@@ -68,10 +72,12 @@ class DPOWorker:
     judge: Judge | None
     settings: DPOSettings
     sampling: Sampling
+    on_client: ClientCallback | None = None
 
     def __call__(self, task: Task, key: TaskKey, client: DPOClient) -> Reply:
         if task.action != TRAIN_DPO:
             raise ValueError(f"a FedDPO client cannot do {task.action!r}")
+        start = time.perf_counter()
         load_trainable_state(self.policy, task.models[0])
         local, seed = replace(self.settings, steps=task.steps), task.payload["seed"]
         if client.pairs:
@@ -82,6 +88,8 @@ class DPOWorker:
                 self.policy, self.tokenizer, client.prompts, contexts, self.judge, local, self.sampling, seed
             )
         losses = [h["loss"] for h in history if "loss" in h]
+        if self.on_client is not None:
+            self.on_client(key.round, client.client_id, len(history), losses, time.perf_counter() - start)
         metrics = {"losses": losses} | ({"train_loss": statistics.fmean(losses)} if losses else {})
         return Reply(client.client_id, client.size, state=self.policy.adapter_state(), metrics=metrics)
 
@@ -105,18 +113,20 @@ def run_feddpo(
     on_round: RoundCallback | None = None,
     saved: dict | None = None,
     save: Callable[[dict], None] | None = None,
+    on_client: ClientCallback | None = None,
 ) -> list[dict]:
     """FedDPO over the in-process transport and the engines' round loop (its guards included); each round's
     sampled clients and mean DPO loss. `judge` labels on-policy clients' samples (None when every client holds
     pairs). `policy` should have latent_dim = 0; it ends holding the global adapters. Only the adapters travel.
     `save(state)` after every round (the server's state: FedDPO's clients keep nothing between rounds); `saved`
-    (such a state) continues from it."""
+    (such a state) continues from it. `on_client` hears of each client's local DPO as it ends (a round of
+    several clients can take many minutes)."""
     infos = [ClientInfo(cid, client.size) for cid, client in clients.items()]
     algorithm = FedDPO(infos, policy.adapter_state(), fed.rounds, fed.clients_per_round, fed.local_steps, seed)
     if saved:
         vars(algorithm).update(saved["algorithm"])
         torch.set_rng_state(saved["torch_rng"])
-    worker = DPOWorker(policy, tokenizer, judge, settings, sampling)
+    worker = DPOWorker(policy, tokenizer, judge, settings, sampling, on_client)
 
     def checkpoint(next_round: int) -> None:
         save({"algorithm": vars(algorithm), "next_round": next_round, "torch_rng": torch.get_rng_state()})

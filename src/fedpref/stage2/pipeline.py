@@ -29,7 +29,7 @@ from fedpref.stage2.held_out_judges import agreement, judge_model_config, lm_jud
 from fedpref.stage2.hh_task import hh_task
 from fedpref.stage2.judges import PAPER_QUALITY, ChatJudge, Judge, MarginJudge, OracleJudge, focused_template
 from fedpref.stage2.policy import ConditionalPolicy, load_lm
-from fedpref.stage2.progress import Log, round_reporter, step_reporter
+from fedpref.stage2.progress import Log, client_reporter, round_reporter, step_reporter
 from fedpref.stage2.selector import SelectorMargins
 from fedpref.stage2.stage1 import Stage1Result, run_stage1, stage1_train_pairs, type_of
 from fedpref.stage2.task import TYPES, Stage2Task, oracle_scores, story_prompts
@@ -346,7 +346,7 @@ def _feddpo(
     on_round = round_reporter(log, "FedDPO round", f.rounds)
     save_round = functools.partial(checkpoints.save, "feddpo")
     args = (dpo_settings(cfg), fed, sampling, cfg.seed, on_round, saved, save_round)
-    rounds = run_feddpo(policy, tokenizer, clients, judge, *args)
+    rounds = run_feddpo(policy, tokenizer, clients, judge, *args, client_reporter(log, "FedDPO round", f.rounds))
     contexts = {key: None for key in keys}  # one policy for every type, seen or not
     results = {
         "rounds": rounds,

@@ -1,4 +1,5 @@
-"""Progress lines of a Stage 2 run: a line at every tenth of Stage 1's rounds, the DPO steps and FedDPO's rounds."""
+"""Progress lines of a Stage 2 run: a line at every tenth of Stage 1's rounds, the DPO steps and FedDPO's rounds,
+and one per FedDPO client."""
 
 from __future__ import annotations
 
@@ -36,3 +37,17 @@ def step_reporter(log: Log, steps: int) -> Callable[[int, list[dict]], None]:
         report(step + 1, statistics.fmean(losses) if losses else None)
 
     return on_step
+
+
+def client_reporter(log: Log, what: str, rounds: int) -> Callable[[int | str, str, int, list[float], float], None]:
+    """A `run_feddpo` on_client callback: `what r/R client c: N local steps, loss x, Ns` per client (the mean
+    loss of the steps that had one)."""
+
+    def on_client(round_idx: int | str, client_id: str, steps: int, losses: list[float], seconds: float) -> None:
+        shown = f", loss {statistics.fmean(losses):.4f}" if losses else ""
+        log(
+            f"{what} {round_idx + 1 if isinstance(round_idx, int) else round_idx}/{rounds} client {client_id}: "
+            f"{steps} local steps{shown}, {seconds:.0f}s"
+        )
+
+    return on_client
