@@ -434,7 +434,7 @@ def _add_summarize_parser(sub) -> None:
         help="run or sweep folders; or summary JSON files (--json) of other seeds of the same configurations, "
         "e.g. run on other machines: their rows are merged with each other and with the runs given, per row over "
         "all seeds (a seed in two of them must have the same value; a group's settings must agree, but for data "
-        "paths)",
+        "and cache locations and the device)",
     )
     summarize.add_argument(
         "--judge",

@@ -55,9 +55,9 @@ def test_the_same_seed_twice_must_have_the_same_value():
         merge_summaries([Summary("a", [row([0, 1], [10.0, 20.0])]), Summary("b", [row([1], [21.0])])])
 
 
-def test_a_group_must_be_one_configuration_in_every_summary_but_for_where_its_data_lie():
-    ok = {"g": {"train.lr": 0.001, "data.path": "/data/a", "train.new_field": 1}}
-    moved = {"g": {"train.lr": 0.001, "data.path": "/elsewhere/a"}}
+def test_a_group_must_be_one_configuration_in_every_summary_but_for_where_it_ran():
+    ok = {"g": {"train.lr": 0.001, "data.path": "/data/a", "device": "cpu", "train.new_field": 1}}
+    moved = {"g": {"train.lr": 0.001, "data.path": "/elsewhere/a", "device": "cuda"}}
     merged = merge_summaries([Summary("a", [row([0], [1.0])], ok), Summary("b", [row([1], [2.0])], moved)])
     assert merged.configurations == ok and not merged.warnings
     other = {"g": {"train.lr": 0.01}}

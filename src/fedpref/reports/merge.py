@@ -66,9 +66,19 @@ def per_seed(record: Mapping) -> dict[int, float]:
     raise FedprefError(f"{row_name(record)}: unit {record['unit']!r} over seeds {record['seeds']} cannot be merged")
 
 
+# Settings that say where a run happened, not what it computed: data and cache locations, and the device (seeds on
+# a GPU and on a CPU are replicates of one experiment)
+MACHINE_KEYS = ("device", "cache_dir")
+
+
 def compared(settings: Mapping[str, object]) -> dict[str, object]:
-    """The settings that must agree: all but where the data lie (keys ending in 'path'), which differs by machine."""
-    return {k: v for k, v in settings.items() if not k.rsplit(".", 1)[-1].endswith("path")}
+    """The settings that must agree: all but `MACHINE_KEYS` and the keys ending in 'path'."""
+    kept = {}
+    for key, value in settings.items():
+        last = key.rsplit(".", 1)[-1].rsplit(": ", 1)[-1]  # Stage 2's keys read 'METHOD: key'
+        if not (last.endswith("path") or last in MACHINE_KEYS):
+            kept[key] = value
+    return kept
 
 
 def configuration_conflicts(summaries: Sequence[Summary]) -> tuple[dict[str, dict], list[str]]:
