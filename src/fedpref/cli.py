@@ -662,6 +662,8 @@ def _merge_summaries(args: argparse.Namespace, folders: list[Path], files: list[
         raise FedprefError("--pair: only for run folders; a summary JSON holds the pairs it was written with")
     summaries += [load_summary(path) for path in files]
     merged = merge_summaries(summaries)
+    if any("policy" in r for r in merged.rows):
+        _refuse_curves(args, "Stage 2 summaries")
     for warning in merged.warnings:
         console.print(f"[yellow]note:[/yellow] {warning}", highlight=False)
     _write_markdown(merged_markdown(merged, [s.source for s in summaries]), args.out)
@@ -671,7 +673,7 @@ def _merge_summaries(args: argparse.Namespace, folders: list[Path], files: list[
     if args.csv or args.plot:
         from fedpref.reports.summary import row_of, to_csv
 
-        plain = [row_of(r) for r in merged.rows if "policy" not in r]
+        plain = [row_of(r) for r in merged.rows]
         if args.csv:
             args.csv.write_text(to_csv(plain), encoding="utf-8")
         if args.plot:

@@ -144,6 +144,7 @@ def test_stage2_summaries_of_some_seeds_merge_into_the_summary_of_all_of_them(tm
     )
     worse = next(r for r in got["rows"] if r["policy"] == "conditional DPO" and r["context"] == "worse type")
     assert (worse["values"], worse["mean"]) == ([50.0, 30.0, 40.0], 40.0)  # per seed the lower of G1, G2
+    assert main(["summarize", str(first), "--csv", str(tmp_path / "x.csv")]) == 2  # no CSV of Stage 2 rows
 
 
 def test_a_stage2_summary_merges_only_with_the_same_configuration(tmp_path, capsys):
