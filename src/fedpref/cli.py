@@ -612,7 +612,7 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
 
     files = [p for p in args.dirs if p.is_file()]
     if files:
-        _merge_summaries(args, [p for p in args.dirs if not p.is_file()], files, console)
+        _merge_summaries(args, [p for p in args.dirs if not p.is_file()], files)
         return
     if _holds_stage2_runs(args.dirs):
         from fedpref.reports.summary import json_document
@@ -638,7 +638,7 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> None:
         plot_seed_curves(rows, args.plot, args.figure_format)
 
 
-def _merge_summaries(args: argparse.Namespace, folders: list[Path], files: list[Path], console: Console) -> None:
+def _merge_summaries(args: argparse.Namespace, folders: list[Path], files: list[Path]) -> None:
     """`fedpref summarize` given summary JSON files (and maybe run folders): their rows merged over seeds."""
     from fedpref.reports.merge import Summary, load_summary, merge_summaries, merged_markdown
     from fedpref.reports.summary import json_document, parse_pairs
@@ -664,8 +664,8 @@ def _merge_summaries(args: argparse.Namespace, folders: list[Path], files: list[
     merged = merge_summaries(summaries)
     if any("policy" in r for r in merged.rows):
         _refuse_curves(args, "Stage 2 summaries")
-    for warning in merged.warnings:
-        console.print(f"[yellow]note:[/yellow] {warning}", highlight=False)
+    for warning in merged.warnings:  # on stderr: the Markdown on stdout says the same
+        Console(stderr=True).print(f"[yellow]note:[/yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     _write_markdown(merged_markdown(merged, [s.source for s in summaries]), args.out)
     if args.json:
         text = json_document(merged.rows, configurations=merged.configurations)
