@@ -260,7 +260,7 @@ reproduce-fedgd-table3-synthetic-smollm2-ladder: $(STAMP)
 		--out $(REPRO)/smollm2_ladder
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_ladder --across train.local_steps=5
 
-#: reproduce-fedgd-table3-synthetic-smollm2 | FedGD Table 3 (synthetic, balanced and imbalanced) with the SmolLM2 A/B selector at SMOLLM2_STEPS local steps, seeds 0-2 | balanced: 68-113 min a seed at one thread at SMOLLM2_STEPS=20 (4,073-6,799 s); imbalanced not measured
+#: reproduce-fedgd-table3-synthetic-smollm2 | FedGD Table 3 (synthetic, balanced and imbalanced) with the SmolLM2 A/B selector at SMOLLM2_STEPS local steps, seeds 0-2 | balanced: 68-113 min a seed at one thread at SMOLLM2_STEPS=20 (4,073-6,799 s); imbalanced: 96 min (seed 0, 5,734 s)
 reproduce-fedgd-table3-synthetic-smollm2: $(STAMP)
 	$(REPRO_SWEEP) reduced_balanced_smollm2 --seeds $(SMOLLM2_SEEDS) --set train.local_steps=$(SMOLLM2_STEPS) \
 		--out $(REPRO)/smollm2_synthetic/balanced
@@ -409,7 +409,7 @@ reproduce-fedvpa-table1-smollm2: $(STAMP)
 # helpful, the rest harmless.
 SMOLLM2_SKEW ?= 0.7
 .PHONY: reproduce-fedvpa-hh-skewed-smollm2
-#: reproduce-fedvpa-hh-skewed-smollm2 | FedVPA-GP Table 1's methods on a skewed HH population (SMOLLM2_SKEW helpful, default 70/30) with the SmolLM2 A/B selector | about 95 min a seed at one thread, as the 50/50 run (not measured)
+#: reproduce-fedvpa-hh-skewed-smollm2 | FedVPA-GP Table 1's methods on a skewed HH population (SMOLLM2_SKEW helpful, default 70/30) with the SmolLM2 A/B selector | 55 min a seed at one thread (seed 0: 3,276 s, 20 min of it the frozen layers)
 reproduce-fedvpa-hh-skewed-smollm2: $(STAMP)
 	$(REPRO_SWEEP) vpa_hh_smollm2 --seeds $(SMOLLM2_SEEDS) --set "data.path='$(HH_DATA)'" \
 		--set "algorithm.methods=$(SMOLLM2_HH_METHODS)" --set data.hh.helpful_fraction=$(SMOLLM2_SKEW) \
