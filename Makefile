@@ -269,7 +269,7 @@ reproduce-fedgd-table3-synthetic-smollm2: $(STAMP)
 	$(BIN)/fedpref summarize $(REPRO)/smollm2_synthetic --pair FL,CL --pair FL,Multi-CL --pair FedGD,FL \
 		--pair FL_target,FL
 
-# Table 3's (balanced) shape on boundary_balanced (docs/calibration.md): Local, CL, Multi-CL and FL, seeds 0-2, one
+# Table 3's (balanced) shape on boundary_balanced (docs/notes/calibration.md): Local, CL, Multi-CL and FL, seeds 0-2, one
 # stream per seed into $(REPRO)/boundary/sS, then FL - CL paired per client.
 BOUNDARY_SEEDS := reproduce-fedgd-table3-boundary-s0 reproduce-fedgd-table3-boundary-s1 reproduce-fedgd-table3-boundary-s2
 .PHONY: reproduce-fedgd-table3-boundary $(BOUNDARY_SEEDS)

@@ -134,14 +134,14 @@ class DataConfig:
     style_mix: float = _help(
         "Synthetic: probability that each aligned sentence pair of a pair's two responses changes sides, so both "
         "carry both styles and the contrast shrinks by 1 - 2 x style_mix; 0 keeps it unchanged. Measured to act "
-        "like label noise on a lone client and a whole group alike (docs/calibration.md, lever 5).",
+        "like label noise on a lone client and a whole group alike (docs/notes/calibration.md, lever 5).",
         0.0,
     )
     cues: str = _help(
         "Synthetic: 'plain', a group's preferred style always wins; 'composed', it wins for elementary-register "
         "humor pairs and everyday topics and loses for neutral-register humor pairs and academic topics "
         "(history, language, science, space, technology), so the cue is a style together with a context both "
-        "responses share (docs/calibration.md, lever 5c).",
+        "responses share (docs/notes/calibration.md, lever 5c).",
         "plain",
     )
     val_pairs: int = _help("Validation pairs per client (paper: 50).", 50)
